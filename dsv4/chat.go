@@ -1,0 +1,643 @@
+package dsv4
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// textTokenizer is what the chat layer needs from a tokenizer.
+type textTokenizer interface {
+	// Encode tokenizes text with special-token matching on and no BOS added.
+	Encode(text string) ([]int32, error)
+	// NewDecoder returns a streaming detokenizer that keeps special tokens.
+	NewDecoder() tokenDecoder
+	// TokenString is one token's text (for logprobs).
+	TokenString(id int32) string
+}
+
+// tokenDecoder turns ids into text without breaking UTF-8.
+type tokenDecoder interface {
+	Add(id int32) string // text completed by id (may be "")
+	Flush() string       // whatever is held back
+}
+
+// outputParser splits generated text into reasoning, content and tool calls.
+type outputParser interface {
+	Feed(text string) []ChatDelta
+	Finish() []ChatDelta
+}
+
+// chatCodec is the text side of an Engine: tokenizer, prompt renderer and
+// output parsers.
+type chatCodec struct {
+	tok textTokenizer
+	// render returns the prompt text of req in the given mode with the
+	// tools to declare (nil: none).
+	render func(req *ChatRequest, thinking bool, tools []Tool) (string, error)
+	// newParser returns a parser for one output; parseTools false means no
+	// tool-call parsing (tool_choice none).
+	newParser func(thinking, parseTools bool, tools []Tool) outputParser
+	// thinkEnd is the id of </think> (-1: none): it ends reasoning.
+	thinkEnd int32
+	// toolPrefix returns the text that opens a call of name (or, for "",
+	// any function's name): forced for tool_choice required / named.
+	// nil: forcing is not supported and tool_choice only shapes the prompt.
+	toolPrefix func(name string) string
+	// maxPromptBytes bounds the rendered prompt.
+	maxPromptBytes int
+}
+
+// ErrNoChat is returned by Chat and Complete on an Engine built without a
+// tokenizer.
+var ErrNoChat = fmt.Errorf("dsv4: engine has no tokenizer: chat and completions are unavailable")
+
+// thinkingMode reads chat_template_kwargs thinking / enable_thinking.
+func (r *ChatRequest) thinkingMode() bool {
+	for _, k := range []string{"thinking", "enable_thinking"} {
+		switch v := r.ChatTemplateKwargs[k].(type) {
+		case bool:
+			if v {
+				return true
+			}
+		case string:
+			if b, _ := strconv.ParseBool(v); b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// toolChoice returns the effective tool_choice mode and function name.
+func (r *ChatRequest) toolChoice() (string, string) {
+	if r.ToolChoice == nil {
+		if len(r.Tools) > 0 {
+			return "auto", ""
+		}
+		return "none", ""
+	}
+	return r.ToolChoice.Mode, r.ToolChoice.Function
+}
+
+// Sampling converts the request's sampling fields. Defaults follow the
+// OpenAI API (temperature 1, top_p 1).
+func (r *ChatRequest) Sampling() (SamplingParams, error) {
+	p := SamplingParams{
+		Temperature:       1,
+		MinP:              r.MinP,
+		Seed:              r.Seed,
+		PresencePenalty:   r.PresencePenalty,
+		FrequencyPenalty:  r.FrequencyPenalty,
+		RepetitionPenalty: r.RepetitionPenalty,
+		MinTokens:         r.MinTokens,
+		StopTokenIDs:      r.StopTokenIDs,
+		IgnoreEOS:         r.IgnoreEOS,
+		Stop:              r.Stop,
+		Logprobs:          r.Logprobs,
+	}
+	if r.Temperature != nil {
+		p.Temperature = *r.Temperature
+	}
+	if r.TopP != nil {
+		p.TopP = *r.TopP
+		if p.TopP == 0 {
+			return p, paramErr("top_p", "must be in (0, 1]")
+		}
+	}
+	if r.TopK != nil {
+		p.TopK = max(*r.TopK, 0)
+		if *r.TopK < -1 {
+			return p, paramErr("top_k", "must be -1 or ≥ 0")
+		}
+	}
+	switch {
+	case r.MaxCompletionTokens != nil:
+		if *r.MaxCompletionTokens < 1 {
+			return p, paramErr("max_completion_tokens", "must be ≥ 1, got %d", *r.MaxCompletionTokens)
+		}
+		p.MaxTokens = *r.MaxCompletionTokens
+	case r.MaxTokens != nil:
+		if *r.MaxTokens < 1 {
+			return p, paramErr("max_tokens", "must be ≥ 1, got %d", *r.MaxTokens)
+		}
+		p.MaxTokens = *r.MaxTokens
+	}
+	if r.TopLogprobs != nil {
+		if !r.Logprobs && *r.TopLogprobs > 0 {
+			return p, paramErr("top_logprobs", "requires logprobs: true")
+		}
+		p.TopLogprobs = *r.TopLogprobs
+	}
+	if len(r.LogitBias) > 0 {
+		p.LogitBias = make(map[int32]float64, len(r.LogitBias))
+		for k, v := range r.LogitBias {
+			id, err := strconv.ParseInt(k, 10, 32)
+			if err != nil {
+				return p, paramErr("logit_bias", "key %q is not a token id", k)
+			}
+			p.LogitBias[int32(id)] = v
+		}
+	}
+	return p, p.Validate(0)
+}
+
+// MaxChoices bounds n.
+const MaxChoices = 16
+
+func (r *ChatRequest) validate() error {
+	if len(r.Messages) == 0 {
+		return paramErr("messages", "must not be empty")
+	}
+	for i, m := range r.Messages {
+		switch m.Role {
+		case "system", "developer", "user", "assistant", "tool", "latest_reminder":
+		default:
+			return paramErr(fmt.Sprintf("messages[%d].role", i), "unknown role %q", m.Role)
+		}
+		for _, p := range m.Content.Parts {
+			if p.Type != "text" {
+				return paramErr(fmt.Sprintf("messages[%d].content", i), "unsupported content part type %q", p.Type)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, t := range r.Tools {
+		if t.Type != "function" {
+			return paramErr(fmt.Sprintf("tools[%d].type", i), "must be \"function\", got %q", t.Type)
+		}
+		if t.Function.Name == "" {
+			return paramErr(fmt.Sprintf("tools[%d].function.name", i), "must not be empty")
+		}
+		names[t.Function.Name] = true
+	}
+	mode, name := r.toolChoice()
+	switch mode {
+	case "required":
+		if len(r.Tools) == 0 {
+			return paramErr("tool_choice", "\"required\" needs tools")
+		}
+	case "function":
+		if !names[name] {
+			return paramErr("tool_choice", "function %q is not among the tools", name)
+		}
+	}
+	if r.N != nil && (*r.N < 1 || *r.N > MaxChoices) {
+		return paramErr("n", "must be in [1, %d], got %d", MaxChoices, *r.N)
+	}
+	switch r.ReasoningEffort {
+	case "", "low", "medium", "high", "max", "xhigh", "minimal", "none":
+	default:
+		return paramErr("reasoning_effort", "unknown value %q", r.ReasoningEffort)
+	}
+	return nil
+}
+
+// chatRun is a prepared chat request: prompt ids and per-choice settings.
+type chatRun struct {
+	e          *Engine
+	req        *ChatRequest
+	p          SamplingParams
+	prompt     []int32
+	thinking   bool
+	tools      []Tool
+	parseTools bool
+	prefix     string // forced output text already in the prompt
+	forceAfter []int32
+	n          int
+	parallel   bool
+}
+
+func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
+	c := e.chat
+	if c == nil {
+		return nil, ErrNoChat
+	}
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	p, err := req.Sampling()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(e.b.vocabSize()); err != nil {
+		return nil, err
+	}
+	run := &chatRun{e: e, req: req, p: p, thinking: req.thinkingMode(), n: 1, parallel: true}
+	if req.N != nil {
+		run.n = *req.N
+	}
+	if req.ParallelToolCalls != nil {
+		run.parallel = *req.ParallelToolCalls
+	}
+	mode, name := req.toolChoice()
+	if mode != "none" {
+		run.tools = req.Tools
+		run.parseTools = true
+	}
+	text, err := c.render(req, run.thinking, run.tools)
+	if err != nil {
+		return nil, err
+	}
+	if c.maxPromptBytes > 0 && len(text) > c.maxPromptBytes {
+		return nil, fmt.Errorf("%w: prompt of %d bytes", ErrContextLength, len(text))
+	}
+	ids, err := c.tok.Encode(text)
+	if err != nil {
+		return nil, err
+	}
+	if (mode == "required" || mode == "function") && c.toolPrefix != nil {
+		pre := c.toolPrefix(name)
+		pids, err := c.tok.Encode(pre)
+		if err != nil {
+			return nil, err
+		}
+		if run.thinking && c.thinkEnd >= 0 {
+			run.forceAfter = pids
+		} else {
+			run.prefix = pre
+			ids = append(ids, pids...)
+		}
+	}
+	run.prompt = ids
+	return run, nil
+}
+
+// forcer returns the scheduler hook that forces the tool-call opening after
+// </think> in thinking mode.
+func (run *chatRun) forcer() func(int32) []int32 {
+	if len(run.forceAfter) == 0 {
+		return nil
+	}
+	fired := false
+	end := run.e.chat.thinkEnd
+	return func(tok int32) []int32 {
+		if fired || tok != end {
+			return nil
+		}
+		fired = true
+		return run.forceAfter
+	}
+}
+
+// Chat runs a chat request to completion: the messages are rendered with
+// the model's chat encoding, generated (n choices, continuous batching with
+// other requests), and parsed into reasoning_content, content and
+// tool_calls. Errors wrapping ErrInvalidParams (bad request),
+// ErrContextLength, ErrRequestTooLarge, ErrQueueFull and ErrEngineClosed
+// come before generation; ctx cancellation stops it and frees its state.
+func (e *Engine) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
+	stream, err := e.ChatStream(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	n := 1
+	if req.N != nil {
+		n = *req.N
+	}
+	resp := &ChatResponse{Choices: make([]ChatChoice, n)}
+	type acc struct {
+		content, reasoning strings.Builder
+		calls              []ToolCall
+	}
+	accs := make([]acc, n)
+	for i := range resp.Choices {
+		resp.Choices[i].Index = i
+		resp.Choices[i].Message.Role = "assistant"
+	}
+	for ch, err := range stream {
+		if err != nil {
+			return nil, err
+		}
+		if ch.Usage != nil {
+			resp.Usage = *ch.Usage
+			continue
+		}
+		c := &resp.Choices[ch.Index]
+		a := &accs[ch.Index]
+		a.content.WriteString(ch.Delta.Content)
+		a.reasoning.WriteString(ch.Delta.ReasoningContent)
+		for _, tc := range ch.Delta.ToolCalls {
+			for tc.Index >= len(a.calls) {
+				a.calls = append(a.calls, ToolCall{Type: "function"})
+			}
+			call := &a.calls[tc.Index]
+			if tc.ID != "" {
+				call.ID = tc.ID
+			}
+			call.Function.Name += tc.Function.Name
+			call.Function.Arguments += tc.Function.Arguments
+		}
+		if ch.Logprobs != nil {
+			if c.Logprobs == nil {
+				c.Logprobs = &ChatLogprobs{Content: []LogprobEntry{}}
+			}
+			c.Logprobs.Content = append(c.Logprobs.Content, ch.Logprobs.Content...)
+		}
+		if ch.FinishReason != "" {
+			c.FinishReason = ch.FinishReason
+			c.MatchedStop = ch.MatchedStop
+		}
+	}
+	for i := range resp.Choices {
+		c, a := &resp.Choices[i], &accs[i]
+		content := a.content.String()
+		if content != "" || len(a.calls) == 0 {
+			c.Message.Content = &content
+		}
+		if r := a.reasoning.String(); r != "" {
+			c.Message.ReasoningContent = &r
+		}
+		c.Message.ToolCalls = a.calls
+	}
+	return resp, nil
+}
+
+// ChatStream runs a chat request and returns an iterator over its chunks,
+// OpenAI's streaming deltas: the first chunk of each choice carries role
+// "assistant"; reasoning_content, content and tool-call fragments follow;
+// each choice's last chunk carries its finish_reason ("stop", "length",
+// "tool_calls"); a final chunk with Index -1 carries the Usage. With n > 1
+// choices interleave. Errors before generation are returned at once; an
+// error during generation is the iterator's last element. Breaking out of
+// the loop or cancelling ctx stops every choice and frees their state.
+//
+// The iterator form (Go 1.23 range-over-func) was chosen over a callback:
+// the caller's loop body is the callback, break is cancellation, and the
+// ordering of chunks is the caller's to see.
+func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*ChatChunk, error], error) {
+	run, err := e.prepareChat(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	reqs := make([]*request, run.n)
+	for i := range reqs {
+		p := run.p
+		if p.Seed != nil {
+			s := *p.Seed + int64(i)
+			p.Seed = &s
+		}
+		r, err := e.start(ctx, run.prompt, p, run.forcer())
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		reqs[i] = r
+	}
+	return func(yield func(*ChatChunk, error) bool) {
+		defer cancel()
+		out := make(chan *chatChunkOrErr, 16*run.n)
+		var wg sync.WaitGroup
+		counts := make([]choiceCount, run.n)
+		for i, r := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				counts[i] = run.choice(ctx, i, r, out)
+			}()
+		}
+		go func() { wg.Wait(); close(out) }()
+		ok := true
+		for ch := range out {
+			if !ok {
+				continue // drain so the choice goroutines end
+			}
+			if ch.err != nil {
+				yield(nil, ch.err)
+				ok = false
+				cancel()
+				continue
+			}
+			if !yield(&ch.ChatChunk, nil) {
+				ok = false
+				cancel()
+			}
+		}
+		if !ok {
+			return
+		}
+		u := &Usage{PromptTokens: len(run.prompt)}
+		reasoning := 0
+		for _, c := range counts {
+			u.CompletionTokens += c.tokens
+			reasoning += c.reasoning
+		}
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		if run.thinking {
+			u.CompletionTokensDetails = &CompletionTokensDetail{ReasoningTokens: reasoning}
+		}
+		yield(&ChatChunk{Index: -1, Usage: u}, nil)
+	}, nil
+}
+
+type chatChunkOrErr = struct {
+	ChatChunk
+	err error
+}
+
+type choiceCount struct{ tokens, reasoning int }
+
+// newToolCallID returns an OpenAI-style call id.
+func newToolCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+// choice runs one choice's pipeline: tokens → text (stop strings) → parser
+// → chunks on out.
+func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- *chatChunkOrErr) choiceCount {
+	c := run.e.chat
+	var cnt choiceCount
+	send := func(ch *chatChunkOrErr) bool {
+		select {
+		case out <- ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Delta: ChatDelta{Role: "assistant"}}}) {
+		return cnt
+	}
+	dec := c.tok.NewDecoder()
+	stops := newStopMatcher(run.p.Stop)
+	parser := c.newParser(run.thinking, run.parseTools, run.tools)
+	callIDs := map[int]string{}
+	sawCalls := false
+	// deliver feeds text to the parser and sends the resulting deltas.
+	deliver := func(deltas []ChatDelta, lp *ChatLogprobs, finish string, matched any) bool {
+		ch := &chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Logprobs: lp, FinishReason: finish, MatchedStop: matched}}
+		d := &ch.Delta
+		for _, x := range deltas {
+			d.Content += x.Content
+			d.ReasoningContent += x.ReasoningContent
+			for _, tc := range x.ToolCalls {
+				if !run.parallel && tc.Index > 0 {
+					continue
+				}
+				sawCalls = true
+				if tc.Function.Name != "" || tc.ID != "" {
+					if _, ok := callIDs[tc.Index]; !ok {
+						id := tc.ID
+						if id == "" {
+							id = newToolCallID()
+						}
+						callIDs[tc.Index] = id
+						tc.ID = id
+						tc.Type = "function"
+					}
+				}
+				// merge fragments of the same call within one chunk
+				if n := len(d.ToolCalls); n > 0 && d.ToolCalls[n-1].Index == tc.Index && tc.ID == "" {
+					d.ToolCalls[n-1].Function.Arguments += tc.Function.Arguments
+					continue
+				}
+				d.ToolCalls = append(d.ToolCalls, tc)
+			}
+		}
+		if d.Empty() && lp == nil && finish == "" {
+			return true
+		}
+		return send(ch)
+	}
+	if run.prefix != "" {
+		if !deliver(parser.Feed(run.prefix), nil, "", nil) {
+			return cnt
+		}
+	}
+	inReasoning := run.thinking
+	finish := ""
+	var matched any
+	for tok, err := range run.e.tokens(r) {
+		if err != nil {
+			send(&chatChunkOrErr{err: err})
+			return cnt
+		}
+		cnt.tokens++
+		if inReasoning {
+			cnt.reasoning++
+			if tok.ID == c.thinkEnd {
+				inReasoning = false
+			}
+		}
+		var lp *ChatLogprobs
+		if run.p.Logprobs {
+			lp = &ChatLogprobs{Content: []LogprobEntry{run.e.logprobEntry(tok)}}
+		}
+		var text string
+		if tok.StopToken {
+			text = dec.Flush()
+			matched = tok.ID
+			finish = "stop"
+		} else {
+			text = dec.Add(tok.ID)
+			if tok.FinishReason != "" {
+				text += dec.Flush()
+				finish = tok.FinishReason
+			}
+		}
+		emit, hit := stops.push(text)
+		if hit != "" {
+			finish, matched = "stop", hit
+		}
+		if finish != "" {
+			if hit == "" {
+				emit += stops.flush()
+			}
+			deltas := parser.Feed(emit)
+			deltas = append(deltas, parser.Finish()...)
+			if !deliver(deltas, lp, "", nil) {
+				return cnt
+			}
+			break
+		}
+		if !deliver(parser.Feed(emit), lp, "", nil) {
+			return cnt
+		}
+	}
+	if finish == "" { // the iterator ended without a finish: cancelled
+		return cnt
+	}
+	if finish == "stop" && sawCalls {
+		finish = "tool_calls"
+	}
+	send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched}})
+	return cnt
+}
+
+// logprobEntry renders a token's logprobs in OpenAI's chat form.
+func (e *Engine) logprobEntry(t Token) LogprobEntry {
+	s := e.chat.tok.TokenString(t.ID)
+	ent := LogprobEntry{Token: s, Logprob: t.Logprob, Bytes: byteInts(s), TopLogprobs: []TopLogprob{}}
+	for _, a := range t.TopLogprobs {
+		as := e.chat.tok.TokenString(a.ID)
+		ent.TopLogprobs = append(ent.TopLogprobs, TopLogprob{Token: as, Logprob: a.Logprob, Bytes: byteInts(as)})
+	}
+	return ent
+}
+
+func byteInts(s string) []int {
+	b := make([]int, len(s))
+	for i := range len(s) {
+		b[i] = int(s[i])
+	}
+	return b
+}
+
+// stopMatcher finds stop strings in streamed text, holding back any suffix
+// that may be the start of one.
+type stopMatcher struct {
+	stops []string
+	held  string
+	done  bool
+}
+
+func newStopMatcher(stops []string) *stopMatcher { return &stopMatcher{stops: stops} }
+
+// push adds text and returns what can be released; on a match it returns
+// the text before the match and the stop string.
+func (m *stopMatcher) push(text string) (string, string) {
+	if m.done {
+		return "", ""
+	}
+	if len(m.stops) == 0 {
+		return text, ""
+	}
+	buf := m.held + text
+	best, hit := -1, ""
+	for _, s := range m.stops {
+		if i := strings.Index(buf, s); i >= 0 && (best < 0 || i < best) {
+			best, hit = i, s
+		}
+	}
+	if best >= 0 {
+		m.done = true
+		m.held = ""
+		return buf[:best], hit
+	}
+	hold := 0
+	for _, s := range m.stops {
+		for k := min(len(s)-1, len(buf)); k > hold; k-- {
+			if strings.HasSuffix(buf, s[:k]) {
+				hold = k
+				break
+			}
+		}
+	}
+	m.held = buf[len(buf)-hold:]
+	return buf[:len(buf)-hold], ""
+}
+
+// flush releases the held-back text at the end of the output.
+func (m *stopMatcher) flush() string {
+	s := m.held
+	m.held = ""
+	return s
+}

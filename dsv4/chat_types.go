@@ -1,0 +1,319 @@
+package dsv4
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// ChatRequest is an OpenAI chat-completions request (the fields SGLang and
+// vLLM accept; /work/shared/docs/disagg-serving.md §5.1). It decodes from the
+// request body with encoding/json; unknown fields are ignored. Pointer fields
+// distinguish "absent" from zero.
+type ChatRequest struct {
+	Model    string    `json:"model,omitempty"`
+	Messages []Message `json:"messages"`
+
+	Tools []Tool `json:"tools,omitempty"`
+	// ToolChoice: nil means "auto" when Tools are given, else "none".
+	ToolChoice        *ToolChoice `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool       `json:"parallel_tool_calls,omitempty"`
+
+	// ChatTemplateKwargs: "thinking" or "enable_thinking" (truthy) selects
+	// thinking mode; other keys pass to the template.
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+	// ReasoningEffort: "max" or "high" (DeepSeek-V4); OpenAI's "low",
+	// "medium", "xhigh" map to high, max (DeepSeek's API convention).
+	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
+	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
+
+	MaxTokens           *int               `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens,omitempty"`
+	MinTokens           int                `json:"min_tokens,omitempty"`
+	Temperature         *float64           `json:"temperature,omitempty"`
+	TopP                *float64           `json:"top_p,omitempty"`
+	TopK                *int               `json:"top_k,omitempty"`
+	MinP                float64            `json:"min_p,omitempty"`
+	Seed                *int64             `json:"seed,omitempty"`
+	PresencePenalty     float64            `json:"presence_penalty,omitempty"`
+	FrequencyPenalty    float64            `json:"frequency_penalty,omitempty"`
+	RepetitionPenalty   float64            `json:"repetition_penalty,omitempty"`
+	LogitBias           map[string]float64 `json:"logit_bias,omitempty"`
+	Stop                StringList         `json:"stop,omitempty"`
+	StopTokenIDs        []int32            `json:"stop_token_ids,omitempty"`
+	IgnoreEOS           bool               `json:"ignore_eos,omitempty"`
+	N                   *int               `json:"n,omitempty"`
+	Logprobs            bool               `json:"logprobs,omitempty"`
+	TopLogprobs         *int               `json:"top_logprobs,omitempty"`
+
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+}
+
+// StreamOptions are OpenAI's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Message is one chat message. Content decodes from a string, null, or an
+// array of content parts (text parts are concatenated; other part types are
+// rejected by the renderer).
+type Message struct {
+	Role             string     `json:"role"`
+	Content          Content    `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	Name             string     `json:"name,omitempty"`
+}
+
+// Content is message content: a string, or text parts.
+type Content struct {
+	Text  string
+	Parts []ContentPart // non-nil when the wire form was an array
+	Null  bool          // the wire form was null or absent
+}
+
+// ContentPart is one element of an array content.
+type ContentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+// String returns the text: the string form, or the text parts joined.
+func (c Content) String() string {
+	if c.Parts == nil {
+		return c.Text
+	}
+	var b bytes.Buffer
+	for _, p := range c.Parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// UnmarshalJSON accepts a string, null, or an array of parts.
+func (c *Content) UnmarshalJSON(b []byte) error {
+	*c = Content{}
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		c.Null = true
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		return json.Unmarshal(b, &c.Text)
+	case len(b) > 0 && b[0] == '[':
+		var parts []ContentPart
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		if parts == nil {
+			parts = []ContentPart{}
+		}
+		c.Parts = parts
+		return nil
+	}
+	return fmt.Errorf("content must be a string, null or an array of parts")
+}
+
+// MarshalJSON writes the string form (null when Null).
+func (c Content) MarshalJSON() ([]byte, error) {
+	if c.Null && c.Parts == nil && c.Text == "" {
+		return []byte("null"), nil
+	}
+	if c.Parts != nil {
+		return json.Marshal(c.Parts)
+	}
+	return json.Marshal(c.Text)
+}
+
+// Tool is an OpenAI tool declaration.
+type Tool struct {
+	Type     string       `json:"type"`
+	Function FunctionDecl `json:"function"`
+}
+
+// FunctionDecl declares a function tool. Parameters is kept as raw JSON so
+// the prompt renders its keys in the order the client sent them.
+type FunctionDecl struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ToolCall is a function call in an assistant message.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names a function and its arguments as a JSON object text.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolChoice is "none", "auto", "required", or a named function.
+type ToolChoice struct {
+	Mode     string // "none", "auto", "required", or "function"
+	Function string // the function's name when Mode == "function"
+}
+
+// UnmarshalJSON accepts a mode string or {"type":"function","function":{"name":...}}.
+func (t *ToolChoice) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		switch s {
+		case "none", "auto", "required":
+			*t = ToolChoice{Mode: s}
+			return nil
+		}
+		return fmt.Errorf("tool_choice must be none, auto, required or a function, got %q", s)
+	}
+	var o struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return fmt.Errorf("tool_choice must be a string or an object")
+	}
+	if o.Type != "function" || o.Function.Name == "" {
+		return fmt.Errorf(`tool_choice object must be {"type":"function","function":{"name":...}}`)
+	}
+	*t = ToolChoice{Mode: "function", Function: o.Function.Name}
+	return nil
+}
+
+// MarshalJSON writes the wire form.
+func (t ToolChoice) MarshalJSON() ([]byte, error) {
+	if t.Mode == "function" {
+		return json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": t.Function}})
+	}
+	return json.Marshal(t.Mode)
+}
+
+// StringList decodes from a string or an array of strings (OpenAI "stop").
+type StringList []string
+
+// UnmarshalJSON accepts a string, null, or an array of strings.
+func (s *StringList) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		*s = nil
+		return nil
+	}
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = StringList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return fmt.Errorf("must be a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// ChatResponse is the result of a non-streaming Chat.
+type ChatResponse struct {
+	Choices []ChatChoice `json:"choices"`
+	Usage   Usage        `json:"usage"`
+}
+
+// ChatChoice is one completion of a chat request.
+type ChatChoice struct {
+	Index    int           `json:"index"`
+	Message  ChatMessage   `json:"message"`
+	Logprobs *ChatLogprobs `json:"logprobs"`
+	// FinishReason: "stop", "length" or "tool_calls".
+	FinishReason string `json:"finish_reason"`
+	// MatchedStop (SGLang extension): the stop string or stop token id
+	// that ended the output, or nil.
+	MatchedStop any `json:"matched_stop"`
+}
+
+// ChatMessage is the assistant's parsed reply.
+type ChatMessage struct {
+	Role             string     `json:"role"`
+	Content          *string    `json:"content"`
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ChatLogprobs is OpenAI's choice.logprobs for chat.
+type ChatLogprobs struct {
+	Content []LogprobEntry `json:"content"`
+}
+
+// LogprobEntry is one token's log-probability with its alternatives.
+type LogprobEntry struct {
+	Token       string       `json:"token"`
+	Logprob     float32      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []TopLogprob `json:"top_logprobs"`
+}
+
+// TopLogprob is one alternative token.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// Usage counts tokens; completion tokens include reasoning tokens and, with
+// n > 1, all choices.
+type Usage struct {
+	PromptTokens            int                     `json:"prompt_tokens"`
+	CompletionTokens        int                     `json:"completion_tokens"`
+	TotalTokens             int                     `json:"total_tokens"`
+	CompletionTokensDetails *CompletionTokensDetail `json:"completion_tokens_details,omitempty"`
+}
+
+// CompletionTokensDetail breaks completion tokens down.
+type CompletionTokensDetail struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// ChatChunk is one streamed event of ChatStream: a delta of choice Index,
+// the choice's FinishReason on its last chunk, or (Usage != nil, Index -1)
+// the usage after every choice finished.
+type ChatChunk struct {
+	Index        int
+	Delta        ChatDelta
+	Logprobs     *ChatLogprobs
+	FinishReason string
+	MatchedStop  any
+	Usage        *Usage
+}
+
+// ChatDelta is OpenAI's streaming delta.
+type ChatDelta struct {
+	Role             string          `json:"role,omitempty"`
+	Content          string          `json:"content,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// Empty reports whether d carries nothing.
+func (d *ChatDelta) Empty() bool {
+	return d.Role == "" && d.Content == "" && d.ReasoningContent == "" && len(d.ToolCalls) == 0
+}
+
+// ToolCallDelta is a streamed fragment of a tool call: the first for a call
+// has ID, Type and Name; later ones only Arguments fragments.
+type ToolCallDelta struct {
+	Index    int               `json:"index"`
+	ID       string            `json:"id,omitempty"`
+	Type     string            `json:"type,omitempty"`
+	Function FunctionCallDelta `json:"function"`
+}
+
+// FunctionCallDelta is a fragment of a function call.
+type FunctionCallDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}

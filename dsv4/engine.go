@@ -1,0 +1,278 @@
+package dsv4
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors of the Engine. Servers map ErrQueueFull and ErrEngineClosed to HTTP
+// 503, ErrRequestTooLarge and ErrContextLength to 400.
+var (
+	// ErrQueueFull: EngineOptions.MaxWaiting requests are already queued.
+	ErrQueueFull = errors.New("dsv4: engine queue is full")
+	// ErrEngineClosed: the engine was closed before or while the request ran.
+	ErrEngineClosed = errors.New("dsv4: engine closed")
+	// ErrRequestTooLarge: the request's worst-case state (prompt plus
+	// max_tokens) exceeds EngineOptions.StateMemory, so it could never be
+	// admitted.
+	ErrRequestTooLarge = errors.New("dsv4: request can never fit the state-memory budget")
+	// ErrContextLength: the prompt leaves no room to generate within the
+	// model's context length.
+	ErrContextLength = errors.New("dsv4: prompt exceeds the context length")
+)
+
+// EngineOptions configures an Engine's scheduler. Zero fields take the
+// defaults given beside them.
+type EngineOptions struct {
+	// MaxBatch is the most sequences running at once (admitted, prefilling
+	// or decoding). Default 64.
+	MaxBatch int
+	// StepTokens is the per-step token budget: each decoding sequence costs
+	// one token, and prefill chunks use the rest (chunked prefill, in FIFO
+	// order). Default 512.
+	StepTokens int
+	// StateMemory is the budget in bytes for the state of running sequences.
+	// A request reserves the state of its worst case (prompt + max_tokens
+	// tokens) when admitted and returns it when it ends; requests wait in
+	// FIFO order until their reservation fits. 0 means no limit.
+	StateMemory int64
+	// MaxWaiting is the most requests queued for admission; more get
+	// ErrQueueFull. Default 4096.
+	MaxWaiting int
+	// DefaultMaxTokens applies when a request sets no MaxTokens. 0 means
+	// the rest of the context.
+	DefaultMaxTokens int
+}
+
+func (o *EngineOptions) fill() {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 64
+	}
+	if o.StepTokens <= 0 {
+		o.StepTokens = 512
+	}
+	if o.MaxWaiting <= 0 {
+		o.MaxWaiting = 4096
+	}
+}
+
+// Token is one generated token.
+type Token struct {
+	ID int32
+	// Logprob is the token's log-probability under the raw model
+	// distribution; set when SamplingParams.Logprobs or TopLogprobs asks.
+	Logprob float32
+	// TopLogprobs are the most likely tokens at this position, best first.
+	TopLogprobs []TokenLogprob
+	// Forced tokens were inserted by the engine (e.g. a tool call forced by
+	// tool_choice), not sampled; their Logprob is 0.
+	Forced bool
+	// FinishReason is "" until the last token, then "stop" (EOS, a stop
+	// token id, or a stop string found by the caller) or "length".
+	FinishReason string
+	// StopToken marks a last token that is the EOS or a stop token id: it
+	// ends the output and is not part of its text.
+	StopToken bool
+}
+
+// EngineStats is a snapshot of an Engine's counters, for metrics.
+type EngineStats struct {
+	Running, Waiting int   // requests admitted / queued
+	LiveSequences    int   // sequences holding backend state
+	StateBytes       int64 // state memory reserved by running requests
+	StateBudget      int64 // EngineOptions.StateMemory (0: unlimited)
+	PromptTokens     int64 // prefill tokens processed, total
+	GeneratedTokens  int64 // tokens generated, total
+	DecodeSteps      int64 // batched decode calls, total
+	DecodeTime       time.Duration
+	PrefillTime      time.Duration
+}
+
+type statsCounters struct {
+	running, waiting, liveSeqs, stateBytes atomic.Int64
+	prefillTokens, genTokens, decodeSteps  atomic.Int64
+	decodeNanos, prefillNanos              atomic.Int64
+}
+
+// Engine serves many concurrent generation requests on one model with
+// continuous batching: one goroutine runs steps of a batched Decode over all
+// decoding sequences plus chunked prefill of new ones under a per-step token
+// budget; requests join and leave between steps. Admission is FIFO under a
+// state-memory budget. Cancelling a request's context frees its state before
+// the next step.
+//
+// An Engine is safe for concurrent use. Close it to stop the loop.
+type Engine struct {
+	b      backend
+	s      *scheduler
+	cancel context.CancelFunc
+	chat   *chatCodec // nil when the engine has no tokenizer (token API only)
+	seedMu sync.Mutex
+	seeds  *rand.Rand
+	closed sync.Once
+}
+
+func newEngine(b backend, opts EngineOptions) *Engine {
+	opts.fill()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &scheduler{b: b, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e := &Engine{b: b, s: s, cancel: cancel, seeds: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	go s.loop(ctx)
+	return e
+}
+
+// Close stops accepting requests, fails the queued ones with
+// ErrEngineClosed, lets running ones finish until ctx is done, then cancels
+// them. It returns ctx's error if it had to cancel.
+func (e *Engine) Close(ctx context.Context) error {
+	e.s.mu.Lock()
+	e.s.closed = true
+	e.s.mu.Unlock()
+	e.s.signal()
+	var err error
+	select {
+	case <-e.s.done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		e.cancel()
+		<-e.s.done
+	}
+	e.cancel()
+	return err
+}
+
+// Stats returns current counters.
+func (e *Engine) Stats() EngineStats {
+	c := &e.s.stats
+	return EngineStats{
+		Running:         int(c.running.Load()),
+		Waiting:         int(c.waiting.Load()),
+		LiveSequences:   int(c.liveSeqs.Load()),
+		StateBytes:      c.stateBytes.Load(),
+		StateBudget:     e.s.opts.StateMemory,
+		PromptTokens:    c.prefillTokens.Load(),
+		GeneratedTokens: c.genTokens.Load(),
+		DecodeSteps:     c.decodeSteps.Load(),
+		DecodeTime:      time.Duration(c.decodeNanos.Load()),
+		PrefillTime:     time.Duration(c.prefillNanos.Load()),
+	}
+}
+
+// VocabSize is the number of logits per position.
+func (e *Engine) VocabSize() int { return e.b.vocabSize() }
+
+// MaxContext is the model's context length in tokens.
+func (e *Engine) MaxContext() int { return e.b.maxContext() }
+
+func (e *Engine) newSeed() uint64 {
+	e.seedMu.Lock()
+	defer e.seedMu.Unlock()
+	return e.seeds.Uint64()
+}
+
+// start validates and queues one generation.
+func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, forcer func(int32) []int32) (*request, error) {
+	if err := p.Validate(e.b.vocabSize()); err != nil {
+		return nil, err
+	}
+	if len(prompt) == 0 {
+		return nil, paramErr("prompt", "empty prompt")
+	}
+	vocab := e.b.vocabSize()
+	for _, t := range prompt {
+		if t < 0 || int(t) >= vocab {
+			return nil, paramErr("prompt", "token id %d out of range [0, %d)", t, vocab)
+		}
+	}
+	ctxLen := e.b.maxContext()
+	if len(prompt) >= ctxLen {
+		return nil, fmt.Errorf("%w: %d prompt tokens, context %d", ErrContextLength, len(prompt), ctxLen)
+	}
+	maxTok := p.MaxTokens
+	if maxTok == 0 {
+		maxTok = e.s.opts.DefaultMaxTokens
+	}
+	if maxTok == 0 || len(prompt)+maxTok > ctxLen {
+		if p.MaxTokens > 0 {
+			return nil, fmt.Errorf("%w: %d prompt tokens + max_tokens %d > context %d",
+				ErrContextLength, len(prompt), p.MaxTokens, ctxLen)
+		}
+		maxTok = ctxLen - len(prompt)
+	}
+	r := &request{
+		ctx:       ctx,
+		prompt:    prompt,
+		samp:      newSampler(p, prompt, e.b.eosIDs(), e.newSeed()),
+		maxTokens: maxTok,
+		reserve:   e.b.stateBytes(len(prompt) + maxTok),
+		forcer:    forcer,
+		enqueued:  time.Now(),
+		notify:    make(chan struct{}, 1),
+	}
+	if b := e.s.opts.StateMemory; b > 0 && r.reserve > b {
+		return nil, fmt.Errorf("%w: needs %d bytes, budget %d", ErrRequestTooLarge, r.reserve, b)
+	}
+	if err := e.s.submit(r); err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { e.s.stop(r) })
+	_ = stop
+	return r, nil
+}
+
+// tokens iterates over r's events until it closes. Breaking out of the loop
+// (or an error) stops the request and frees its state.
+func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
+	return func(yield func(Token, error) bool) {
+		defer e.s.stop(r)
+		var buf []tokenEvent
+		for {
+			var closed bool
+			buf, closed = r.take(buf)
+			for _, ev := range buf {
+				if ev.err != nil {
+					yield(Token{}, ev.err)
+					return
+				}
+				if !yield(ev.Token, nil) {
+					return
+				}
+				if ev.FinishReason != "" {
+					return
+				}
+			}
+			if closed {
+				if len(buf) == 0 {
+					err := r.ctx.Err()
+					if err == nil {
+						err = ErrEngineClosed
+					}
+					yield(Token{}, err)
+				}
+				return
+			}
+			<-r.notify
+		}
+	}
+}
+
+// Generate runs one completion of prompt (token ids, [0, VocabSize)) and
+// returns an iterator over the generated tokens; the last one carries the
+// FinishReason. Stop strings are not applied at this level (they need the
+// text: see Chat and Complete). Validation errors, ErrQueueFull,
+// ErrRequestTooLarge and ErrContextLength are returned at once; errors during
+// generation (ctx cancelled, ErrEngineClosed, a backend error) end the
+// iteration with a non-nil error. Breaking out of the loop frees the state.
+func (e *Engine) Generate(ctx context.Context, prompt []int32, p SamplingParams) (iter.Seq2[Token, error], error) {
+	r, err := e.start(ctx, prompt, p, nil)
+	if err != nil {
+		return nil, err
+	}
+	return e.tokens(r), nil
+}

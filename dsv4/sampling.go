@@ -1,0 +1,403 @@
+package dsv4
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SamplingParams selects the next token from a step's logits. The zero value
+// is greedy decoding with no penalties and no limit other than the engine's
+// context length. Semantics and the order of the transformations follow vLLM's
+// sampler (vllm/v1/sample/sampler.py), which SGLang matches:
+//
+//  1. logit_bias is added; with fewer than MinTokens outputs, EOS and the stop
+//     token ids are masked;
+//  2. repetition penalty (CTRL, Keskar et al. 2019, section 4.1: a positive
+//     logit is divided by the penalty, a negative one multiplied) over the
+//     prompt and the output; frequency penalty (minus count × penalty) and
+//     presence penalty (minus penalty once) over the output only, as in the
+//     OpenAI API;
+//  3. Temperature == 0: argmax (ties go to the lowest id). Otherwise the
+//     logits are divided by the temperature, then min_p (drop tokens whose
+//     probability is below MinP × the top probability), top_k and top_p
+//     (the smallest set of most probable tokens whose mass reaches TopP) cut
+//     the distribution, and a token is drawn from the renormalised rest.
+//
+// Logprobs are those of the model's raw distribution (log-softmax of the
+// logits before any of the steps above), as vLLM reports by default.
+type SamplingParams struct {
+	// Temperature ≥ 0; 0 selects greedy decoding. OpenAI allows [0, 2].
+	Temperature float64
+	// TopP in (0, 1]; 0 or 1 disables it.
+	TopP float64
+	// TopK ≥ 0 keeps the K most probable tokens; 0 (or -1 on the wire)
+	// disables it.
+	TopK int
+	// MinP in [0, 1]; 0 disables it.
+	MinP float64
+	// Seed makes sampling reproducible: the same seed, prompt and parameters
+	// give the same tokens whatever else the engine is running. Nil draws a
+	// random seed. Choice i of an n-choice request uses Seed+i.
+	Seed *int64
+
+	// PresencePenalty and FrequencyPenalty in [-2, 2] (OpenAI's range).
+	PresencePenalty, FrequencyPenalty float64
+	// RepetitionPenalty > 0; 1 (or 0, meaning unset) disables it.
+	RepetitionPenalty float64
+	// LogitBias maps token ids to a bias in [-100, 100] added to their logit.
+	LogitBias map[int32]float64
+
+	// MaxTokens bounds the number of generated tokens (OpenAI max_tokens /
+	// max_completion_tokens; reasoning tokens count). 0 means "up to the
+	// context length".
+	MaxTokens int
+	// MinTokens: EOS and StopTokenIDs cannot end the output before this many
+	// tokens.
+	MinTokens int
+	// StopTokenIDs end the output when generated (in addition to the model's
+	// EOS unless IgnoreEOS). The stop token is not part of the text.
+	StopTokenIDs []int32
+	// IgnoreEOS keeps generating past the model's EOS token.
+	IgnoreEOS bool
+	// Stop strings end the output when they appear in the detokenized text;
+	// the match is removed from the text (OpenAI semantics). At most 16.
+	Stop []string
+
+	// Logprobs requests the log-probability of each generated token;
+	// TopLogprobs (0..20) the most likely alternatives at each position.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// Limits on sampling parameters, matching the OpenAI API's documented ranges.
+const (
+	MaxTopLogprobs = 20
+	MaxStopStrings = 16
+	maxStopLen     = 1024
+	maxLogitBias   = 1024
+)
+
+// ErrInvalidParams is wrapped by every error about a request's parameters
+// (sampling values out of range, malformed messages, unknown tools...).
+// Servers map it to HTTP 400.
+var ErrInvalidParams = errors.New("dsv4: invalid request parameter")
+
+// ParamError names the offending parameter; it wraps ErrInvalidParams.
+type ParamError struct {
+	Param string // OpenAI field name, e.g. "top_p"
+	Msg   string
+}
+
+func (e *ParamError) Error() string { return fmt.Sprintf("dsv4: invalid %s: %s", e.Param, e.Msg) }
+
+// Unwrap returns ErrInvalidParams.
+func (e *ParamError) Unwrap() error { return ErrInvalidParams }
+
+func paramErr(param, format string, a ...any) error {
+	return &ParamError{Param: param, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Validate checks every field's range against a vocabulary of vocab tokens
+// (vocab ≤ 0 skips the token-id checks). It returns a *ParamError.
+func (p *SamplingParams) Validate(vocab int) error {
+	bad := func(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
+	switch {
+	case bad(p.Temperature) || p.Temperature < 0 || p.Temperature > 100:
+		return paramErr("temperature", "must be in [0, 100], got %v", p.Temperature)
+	case bad(p.TopP) || p.TopP < 0 || p.TopP > 1:
+		return paramErr("top_p", "must be in (0, 1], got %v", p.TopP)
+	case p.TopK < -1:
+		return paramErr("top_k", "must be -1 (disabled) or ≥ 0, got %d", p.TopK)
+	case bad(p.MinP) || p.MinP < 0 || p.MinP > 1:
+		return paramErr("min_p", "must be in [0, 1], got %v", p.MinP)
+	case bad(p.PresencePenalty) || p.PresencePenalty < -2 || p.PresencePenalty > 2:
+		return paramErr("presence_penalty", "must be in [-2, 2], got %v", p.PresencePenalty)
+	case bad(p.FrequencyPenalty) || p.FrequencyPenalty < -2 || p.FrequencyPenalty > 2:
+		return paramErr("frequency_penalty", "must be in [-2, 2], got %v", p.FrequencyPenalty)
+	case bad(p.RepetitionPenalty) || p.RepetitionPenalty < 0 || p.RepetitionPenalty > 10:
+		return paramErr("repetition_penalty", "must be in (0, 10], got %v", p.RepetitionPenalty)
+	case p.MaxTokens < 0:
+		return paramErr("max_tokens", "must be ≥ 0, got %d", p.MaxTokens)
+	case p.MinTokens < 0 || (p.MaxTokens > 0 && p.MinTokens > p.MaxTokens):
+		return paramErr("min_tokens", "must be in [0, max_tokens], got %d", p.MinTokens)
+	case p.TopLogprobs < 0 || p.TopLogprobs > MaxTopLogprobs:
+		return paramErr("top_logprobs", "must be in [0, %d], got %d", MaxTopLogprobs, p.TopLogprobs)
+	case len(p.Stop) > MaxStopStrings:
+		return paramErr("stop", "at most %d stop strings, got %d", MaxStopStrings, len(p.Stop))
+	case len(p.LogitBias) > maxLogitBias:
+		return paramErr("logit_bias", "at most %d entries, got %d", maxLogitBias, len(p.LogitBias))
+	}
+	for _, s := range p.Stop {
+		if s == "" || len(s) > maxStopLen {
+			return paramErr("stop", "stop strings must have 1..%d bytes", maxStopLen)
+		}
+	}
+	for id, b := range p.LogitBias {
+		if bad(b) || b < -100 || b > 100 {
+			return paramErr("logit_bias", "bias for token %d must be in [-100, 100], got %v", id, b)
+		}
+		if id < 0 || (vocab > 0 && int(id) >= vocab) {
+			return paramErr("logit_bias", "token id %d out of range [0, %d)", id, vocab)
+		}
+	}
+	for _, id := range p.StopTokenIDs {
+		if id < 0 || (vocab > 0 && int(id) >= vocab) {
+			return paramErr("stop_token_ids", "token id %d out of range [0, %d)", id, vocab)
+		}
+	}
+	return nil
+}
+
+// TokenLogprob is the log-probability (natural log, raw model distribution)
+// of one token.
+type TokenLogprob struct {
+	ID      int32
+	Logprob float32
+}
+
+// sampler holds one sequence's sampling state: its RNG and the counts of
+// tokens seen, for the penalties.
+type sampler struct {
+	p       SamplingParams
+	rng     *rand.Rand
+	eos     []int32        // model EOS ids (unless IgnoreEOS) + StopTokenIDs
+	prompt  map[int32]bool // tokens of the prompt (repetition penalty)
+	counts  map[int32]int  // output token counts
+	nOut    int            // output tokens so far
+	scratch []float32      // working copy of the logits
+	idx     []int32        // candidate indices
+	probs   []float64      // candidate probabilities
+}
+
+func newSampler(p SamplingParams, prompt []int32, eos []int32, seed uint64) *sampler {
+	s := &sampler{p: p, counts: map[int32]int{}}
+	if p.Seed != nil {
+		seed = uint64(*p.Seed)
+	}
+	s.rng = rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	if !p.IgnoreEOS {
+		s.eos = append(s.eos, eos...)
+	}
+	s.eos = append(s.eos, p.StopTokenIDs...)
+	if p.RepetitionPenalty > 0 && p.RepetitionPenalty != 1 {
+		s.prompt = make(map[int32]bool, len(prompt))
+		for _, t := range prompt {
+			s.prompt[t] = true
+		}
+	}
+	return s
+}
+
+// isStop reports whether tok ends the sequence (EOS unless ignored, or a stop
+// token id).
+func (s *sampler) isStop(tok int32) bool { return slices.Contains(s.eos, tok) }
+
+// observe records an output token (sampled or forced) for the penalties.
+func (s *sampler) observe(tok int32) {
+	s.counts[tok]++
+	s.nOut++
+}
+
+// sample picks the next token from logits (not modified). It returns the
+// token and, when logprobs are requested, its raw logprob and the top
+// alternatives.
+func (s *sampler) sample(logits []float32) (tok int32, lp float32, top []TokenLogprob) {
+	n := len(logits)
+	if cap(s.scratch) < n {
+		s.scratch = make([]float32, n)
+	}
+	x := s.scratch[:n]
+	copy(x, logits)
+	p := &s.p
+	for id, b := range p.LogitBias {
+		if int(id) < n {
+			x[id] += float32(b)
+		}
+	}
+	if s.nOut < p.MinTokens {
+		for _, id := range s.eos {
+			if int(id) < n {
+				x[id] = float32(math.Inf(-1))
+			}
+		}
+	}
+	if rp := float32(p.RepetitionPenalty); rp > 0 && rp != 1 {
+		pen := func(id int32) {
+			if int(id) < n {
+				if x[id] > 0 {
+					x[id] /= rp
+				} else {
+					x[id] *= rp
+				}
+			}
+		}
+		for id := range s.prompt {
+			pen(id)
+		}
+		for id := range s.counts {
+			if !s.prompt[id] {
+				pen(id)
+			}
+		}
+	}
+	if p.FrequencyPenalty != 0 || p.PresencePenalty != 0 {
+		for id, c := range s.counts {
+			if int(id) < n {
+				x[id] -= float32(p.FrequencyPenalty)*float32(c) + float32(p.PresencePenalty)
+			}
+		}
+	}
+
+	if p.Temperature == 0 {
+		tok = argmax(x)
+	} else {
+		tok = s.draw(x)
+	}
+	if p.Logprobs || p.TopLogprobs > 0 {
+		lp, top = rawLogprobs(logits, tok, p.TopLogprobs)
+	}
+	return tok, lp, top
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] || (math.IsNaN(float64(x[best])) && !math.IsNaN(float64(v))) {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// draw samples from softmax(x / T) after min_p, top_k and top_p.
+func (s *sampler) draw(x []float32) int32 {
+	p := &s.p
+	inv := 1 / p.Temperature
+	maxv := math.Inf(-1)
+	for _, v := range x {
+		maxv = math.Max(maxv, float64(v))
+	}
+	if math.IsInf(maxv, -1) || math.IsNaN(maxv) {
+		return argmax(x)
+	}
+	// e[i] = exp((x[i]-max)/T) is each token's probability relative to the
+	// top one; min_p drops e < MinP. Only tokens above a threshold thr are
+	// gathered and sorted; thr is lowered until they provably contain the
+	// top_k set or the top_p nucleus, so the result is exact.
+	minRel := p.MinP
+	topK := p.TopK > 0
+	topP := p.TopP > 0 && p.TopP < 1
+	thr := minRel
+	if topK || topP {
+		thr = math.Max(minRel, 1e-3)
+	}
+	for {
+		s.idx, s.probs = s.idx[:0], s.probs[:0]
+		var cand, total float64
+		for i, v := range x {
+			e := math.Exp((float64(v) - maxv) * inv)
+			if e < minRel {
+				continue
+			}
+			total += e
+			if e >= thr {
+				s.idx = append(s.idx, int32(i))
+				s.probs = append(s.probs, e)
+				cand += e
+			}
+		}
+		if thr <= minRel || (topK && len(s.idx) >= p.TopK) || (!topK && topP && cand >= p.TopP*total) {
+			break
+		}
+		thr *= 1e-3
+		if thr < 1e-30 {
+			thr = minRel
+		}
+	}
+	keep := len(s.idx)
+	order := make([]int, keep)
+	for i := range order {
+		order[i] = i
+	}
+	if topK || topP {
+		slices.SortFunc(order, func(a, b int) int {
+			if c := cmp.Compare(s.probs[b], s.probs[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(s.idx[a], s.idx[b])
+		})
+	}
+	if topK && p.TopK < keep {
+		keep = p.TopK
+	}
+	if topP {
+		var total float64
+		for _, o := range order[:keep] {
+			total += s.probs[o]
+		}
+		var cum float64
+		for i, o := range order[:keep] {
+			cum += s.probs[o]
+			if cum >= p.TopP*total {
+				keep = i + 1
+				break
+			}
+		}
+	}
+	var sum float64
+	for _, o := range order[:keep] {
+		sum += s.probs[o]
+	}
+	r := s.rng.Float64() * sum
+	for _, o := range order[:keep] {
+		r -= s.probs[o]
+		if r < 0 {
+			return s.idx[o]
+		}
+	}
+	return s.idx[order[keep-1]]
+}
+
+// rawLogprobs returns log_softmax(logits)[tok] and the k most likely tokens
+// (descending; ties by id).
+func rawLogprobs(logits []float32, tok int32, k int) (float32, []TokenLogprob) {
+	maxv := math.Inf(-1)
+	for _, v := range logits {
+		maxv = math.Max(maxv, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - maxv)
+	}
+	lse := maxv + math.Log(sum)
+	lp := float32(float64(logits[tok]) - lse)
+	if k <= 0 {
+		return lp, nil
+	}
+	// Keep the k best in a small sorted slice (k ≤ 20).
+	top := make([]TokenLogprob, 0, k+1)
+	for i, v := range logits {
+		if len(top) == k && v <= top[k-1].Logprob {
+			continue
+		}
+		pos, _ := slices.BinarySearchFunc(top, v, func(e TokenLogprob, t float32) int {
+			return cmp.Compare(t, e.Logprob) // descending
+		})
+		// equal values: insert after existing ones (lower id first)
+		for pos < len(top) && top[pos].Logprob == v {
+			pos++
+		}
+		top = slices.Insert(top, pos, TokenLogprob{ID: int32(i), Logprob: v})
+		if len(top) > k {
+			top = top[:k]
+		}
+	}
+	for i := range top {
+		top[i].Logprob = float32(float64(top[i].Logprob) - lse)
+	}
+	return lp, top
+}

@@ -1,0 +1,370 @@
+package dsv4
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// backend is the compute the scheduler drives: *Model through modelBackend,
+// fakes in tests. Calls come from the scheduler goroutine only.
+type backend interface {
+	newSeq() backendSeq
+	prefill(ctx context.Context, s backendSeq, ids []int32) ([]float32, error)
+	decode(ctx context.Context, seqs []backendSeq, ids []int32) ([][]float32, error)
+	// stateBytes is the state memory of one sequence holding n tokens.
+	stateBytes(n int) int64
+	vocabSize() int
+	maxContext() int
+	eosIDs() []int32
+}
+
+// backendSeq is one sequence's state in the backend; Release frees it and is
+// idempotent.
+type backendSeq interface{ Release() }
+
+// tokenEvent is one generated token (or the end) handed from the scheduler to
+// a request's consumer.
+type tokenEvent struct {
+	Token
+	err error // terminal error; the event carries no token
+}
+
+// request is one sequence being generated. Fields under "scheduler" are
+// touched by the scheduler goroutine only; the output queue by both.
+type request struct {
+	ctx       context.Context
+	prompt    []int32
+	samp      *sampler
+	maxTokens int
+	reserve   int64
+	forcer    func(tok int32) []int32 // optional: tokens to force after tok
+	enqueued  time.Time
+
+	// scheduler
+	seq       backendSeq
+	pending   []int32 // tokens to feed next
+	prefilled bool    // the prompt is fully fed
+	nOut      int
+	admitted  time.Time
+
+	// output queue
+	mu      sync.Mutex
+	events  []tokenEvent
+	closed  bool          // no more events will come
+	stopReq bool          // the consumer asked to stop (cancel or stop string)
+	notify  chan struct{} // cap 1: events or closed changed
+}
+
+func (r *request) push(ev tokenEvent, last bool) {
+	r.mu.Lock()
+	if !r.closed {
+		r.events = append(r.events, ev)
+		r.closed = last
+	}
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the queued events and whether the stream is closed.
+func (r *request) take(buf []tokenEvent) ([]tokenEvent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	buf = append(buf[:0], r.events...)
+	r.events = r.events[:0]
+	return buf, r.closed
+}
+
+func (r *request) stopRequested() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopReq || r.ctx.Err() != nil
+}
+
+// scheduler runs the continuous-batching loop of an Engine.
+type scheduler struct {
+	b    backend
+	opts EngineOptions
+
+	mu       sync.Mutex
+	incoming []*request // submitted, not yet seen by the loop
+	nWaiting int        // len(incoming)+len(waiting), for the queue limit
+	closed   bool
+	wake     chan struct{} // cap 1
+
+	// loop-owned
+	waiting []*request // FIFO
+	running []*request
+	used    int64 // reserved state bytes of running requests
+
+	stats    statsCounters
+	done     chan struct{}
+	stepHook func() // tests: called at the start of each step
+}
+
+func (s *scheduler) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// submit queues r or returns ErrQueueFull / ErrEngineClosed.
+func (s *scheduler) submit(r *request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrEngineClosed
+	}
+	if s.nWaiting >= s.opts.MaxWaiting {
+		return ErrQueueFull
+	}
+	s.nWaiting++
+	s.incoming = append(s.incoming, r)
+	s.stats.waiting.Store(int64(s.nWaiting))
+	s.signal()
+	return nil
+}
+
+// stop asks the loop to end r (consumer cancel, stop string, or finish).
+func (s *scheduler) stop(r *request) {
+	r.mu.Lock()
+	r.stopReq = true
+	r.mu.Unlock()
+	s.signal()
+}
+
+func (s *scheduler) loop(ctx context.Context) {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		s.waiting = append(s.waiting, s.incoming...)
+		clear(s.incoming)
+		s.incoming = s.incoming[:0]
+		closed := s.closed
+		s.mu.Unlock()
+
+		s.reap(closed)
+		if closed && len(s.running) == 0 && len(s.waiting) == 0 {
+			return
+		}
+		s.admit()
+		s.publish()
+		if len(s.running) == 0 {
+			select {
+			case <-s.wake:
+			case <-ctx.Done():
+				s.mu.Lock()
+				s.closed = true
+				s.mu.Unlock()
+			}
+			continue
+		}
+		s.step(ctx)
+	}
+}
+
+// reap removes cancelled or stopped requests and frees their state at once.
+// When the engine is closing, every waiting request fails.
+func (s *scheduler) reap(closing bool) {
+	keep := s.running[:0]
+	for _, r := range s.running {
+		if r.stopRequested() {
+			s.finish(r, "", r.ctx.Err())
+			continue
+		}
+		keep = append(keep, r)
+	}
+	clear(s.running[len(keep):])
+	s.running = keep
+
+	w := s.waiting[:0]
+	for _, r := range s.waiting {
+		switch {
+		case r.stopRequested():
+			r.push(tokenEvent{err: r.ctx.Err()}, true)
+			s.dequeued()
+		case closing:
+			r.push(tokenEvent{err: ErrEngineClosed}, true)
+			s.dequeued()
+		default:
+			w = append(w, r)
+		}
+	}
+	clear(s.waiting[len(w):])
+	s.waiting = w
+}
+
+func (s *scheduler) dequeued() {
+	s.mu.Lock()
+	s.nWaiting--
+	s.stats.waiting.Store(int64(s.nWaiting))
+	s.mu.Unlock()
+}
+
+// admit moves waiting requests to running in FIFO order while the batch and
+// the state-memory budget allow (the head of the queue blocks the rest, so a
+// large request is not starved by small ones).
+func (s *scheduler) admit() {
+	for len(s.waiting) > 0 && len(s.running) < s.opts.MaxBatch {
+		r := s.waiting[0]
+		if s.opts.StateMemory > 0 && s.used+r.reserve > s.opts.StateMemory {
+			break
+		}
+		s.waiting = slices.Delete(s.waiting, 0, 1)
+		s.dequeued()
+		r.seq = s.b.newSeq()
+		r.pending = r.prompt
+		r.admitted = time.Now()
+		s.used += r.reserve
+		s.stats.liveSeqs.Add(1)
+		s.running = append(s.running, r)
+	}
+}
+
+func (s *scheduler) publish() {
+	s.stats.running.Store(int64(len(s.running)))
+	s.stats.stateBytes.Store(s.used)
+}
+
+// finish releases r's state and closes its stream with reason or err.
+func (s *scheduler) finish(r *request, reason string, err error) {
+	if r.seq != nil {
+		r.seq.Release()
+		r.seq = nil
+		s.used -= r.reserve
+		s.stats.liveSeqs.Add(-1)
+	}
+	switch {
+	case err != nil:
+		r.push(tokenEvent{err: err}, true)
+	case reason != "":
+		// the reason was attached to the last token already
+	}
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+	}
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// step runs one engine iteration: a batched decode of every request waiting
+// for its next token, then prefill chunks (FIFO) within the token budget.
+func (s *scheduler) step(ctx context.Context) {
+	if s.stepHook != nil {
+		s.stepHook()
+	}
+	var dec []*request
+	var pre []*request
+	for _, r := range s.running {
+		if r.prefilled && len(r.pending) == 1 {
+			dec = append(dec, r)
+		} else {
+			pre = append(pre, r)
+		}
+	}
+	budget := s.opts.StepTokens - len(dec)
+	var ended []*request
+	if len(dec) > 0 {
+		seqs := make([]backendSeq, len(dec))
+		ids := make([]int32, len(dec))
+		for i, r := range dec {
+			seqs[i] = r.seq
+			ids[i] = r.pending[0]
+		}
+		t0 := time.Now()
+		logits, err := s.b.decode(ctx, seqs, ids)
+		s.stats.decodeSteps.Add(1)
+		s.stats.decodeNanos.Add(int64(time.Since(t0)))
+		for i, r := range dec {
+			if err != nil {
+				s.finish(r, "", err)
+				ended = append(ended, r)
+				continue
+			}
+			r.pending = r.pending[:0]
+			if s.emit(r, logits[i]) {
+				ended = append(ended, r)
+			}
+		}
+	}
+	for _, r := range pre {
+		if budget <= 0 && (len(dec) > 0 || r != pre[0]) {
+			break
+		}
+		n := min(len(r.pending), max(budget, 1))
+		chunk := r.pending[:n]
+		t0 := time.Now()
+		logits, err := s.b.prefill(ctx, r.seq, chunk)
+		s.stats.prefillNanos.Add(int64(time.Since(t0)))
+		s.stats.prefillTokens.Add(int64(n))
+		budget -= n
+		if err != nil {
+			s.finish(r, "", err)
+			ended = append(ended, r)
+			continue
+		}
+		r.pending = r.pending[n:]
+		if len(r.pending) > 0 {
+			continue
+		}
+		r.prefilled = true
+		if s.emit(r, logits) {
+			ended = append(ended, r)
+		}
+	}
+	if len(ended) > 0 {
+		s.running = slices.DeleteFunc(s.running, func(r *request) bool { return slices.Contains(ended, r) })
+	}
+}
+
+// emit samples r's next token from logits, queues it for the consumer and
+// reports whether r has finished (and was released).
+func (s *scheduler) emit(r *request, logits []float32) bool {
+	if r.stopRequested() {
+		s.finish(r, "", r.ctx.Err())
+		return true
+	}
+	tok, lp, top := r.samp.sample(logits)
+	r.samp.observe(tok)
+	r.nOut++
+	s.stats.genTokens.Add(1)
+	ev := tokenEvent{Token: Token{ID: tok, Logprob: lp, TopLogprobs: top}}
+	ctxLen := s.b.maxContext()
+	switch {
+	case r.samp.isStop(tok) && r.nOut > r.samp.p.MinTokens-1:
+		ev.FinishReason = "stop"
+		ev.StopToken = true
+	case r.nOut >= r.maxTokens || len(r.prompt)+r.nOut >= ctxLen:
+		ev.FinishReason = "length"
+	}
+	if ev.FinishReason != "" {
+		r.push(ev, true)
+		s.finish(r, ev.FinishReason, nil)
+		return true
+	}
+	r.push(ev, false)
+	r.pending = append(r.pending[:0], tok)
+	if r.forcer != nil {
+		forced := r.forcer(tok)
+		for _, f := range forced {
+			if r.nOut >= r.maxTokens-1 || len(r.prompt)+r.nOut >= ctxLen-1 {
+				break
+			}
+			r.samp.observe(f)
+			r.nOut++
+			s.stats.genTokens.Add(1)
+			r.push(tokenEvent{Token: Token{ID: f, Forced: true}}, false)
+			r.pending = append(r.pending, f)
+		}
+	}
+	return false
+}

@@ -1,0 +1,283 @@
+package dsv4
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrSequence reports misuse of a Sequence: used after Release, passed twice to one
+// Decode, belonging to another Model, or a SequenceState that does not fit the Model.
+var ErrSequence = errors.New("dsv4: invalid sequence")
+
+// ErrTokenID reports a token id outside [0, vocab_size).
+var ErrTokenID = errors.New("dsv4: token id out of range")
+
+// Sequence is the per-request state of the forward pass: the KV cache of every layer
+// (sliding-window ring, compressor buffers, overlap and compressed entries, the
+// lightning indexer's own) and the number of tokens processed. Create it with
+// Model.NewSequence or Model.Restore; feed it with Model.Prefill and Model.Decode.
+// A Sequence is not safe for concurrent use; distinct Sequences are.
+type Sequence struct {
+	net      *network
+	st       SequenceState
+	released bool
+}
+
+// SequenceState is the complete, transferable state of a Sequence, as typed
+// components in exported fields (the contract between the forward pass, the engine and
+// disaggregation). All float32 slices are row-major. A state taken by Snapshot is a deep
+// copy: later use of the Sequence does not change it.
+type SequenceState struct {
+	// Position is the number of tokens processed; the next token has this position.
+	Position int
+	// Layers holds one entry per decoder layer, in order.
+	Layers []LayerState
+}
+
+// LayerState is one decoder layer's share of a SequenceState.
+type LayerState struct {
+	// Type is the layer's attention type (must match the Model's config on Restore).
+	Type LayerType
+	// Window holds the shared K=V vectors (after kv_norm and RoPE) of the last
+	// min(Position, sliding_window-1) tokens, oldest first: [n][head_dim].
+	Window []float32
+	// Compressor is the CSA/HCA compressor's state (nil for sliding_attention layers).
+	Compressor *CompressorState
+	// Indexer is the lightning indexer's compressor state (CSA layers only, else nil).
+	Indexer *CompressorState
+}
+
+// CompressorState is the state of one compressor (the layer's KV compressor, or the
+// lightning indexer's key compressor). Width is d (head_dim, or index_head_dim for the
+// indexer); the per-token projections are coff·d wide, coff = 2 for the overlapping CSA
+// scheme and 1 for HCA. Source: transformers DeepseekV4HCACache / DeepseekV4CSACache.
+type CompressorState struct {
+	// Width is the entry width d.
+	Width int
+	// Rate is the compression rate m (tokens per entry).
+	Rate int
+	// Overlap is true for the CSA scheme (coff = 2).
+	Overlap bool
+	// BufferKV and BufferGate hold the projections c and z (z with the position bias
+	// already added) of the tokens of the unclosed window: [Position mod Rate][coff·d].
+	BufferKV, BufferGate []float32
+	// OverlapKV and OverlapGate hold the first halves (Ca, za + bias) of the last
+	// closed window, [Rate][d]; nil before the first window closes or for HCA.
+	OverlapKV, OverlapGate []float32
+	// Entries holds the compressed entries so far (after kv_norm and RoPE at w·Rate):
+	// [Position / Rate][d].
+	Entries []float32
+}
+
+// NumEntries returns the number of compressed entries.
+func (c *CompressorState) NumEntries() int {
+	if c.Width == 0 {
+		return 0
+	}
+	return len(c.Entries) / c.Width
+}
+
+func (c *CompressorState) bytes() int64 {
+	if c == nil {
+		return 0
+	}
+	return 4 * int64(len(c.BufferKV)+len(c.BufferGate)+len(c.OverlapKV)+len(c.OverlapGate)+len(c.Entries))
+}
+
+func (c *CompressorState) clone() *CompressorState {
+	if c == nil {
+		return nil
+	}
+	d := *c
+	d.BufferKV = cloneF(c.BufferKV, c.Rate*c.coff()*c.Width)
+	d.BufferGate = cloneF(c.BufferGate, c.Rate*c.coff()*c.Width)
+	d.OverlapKV = cloneF(c.OverlapKV, 0)
+	d.OverlapGate = cloneF(c.OverlapGate, 0)
+	d.Entries = cloneF(c.Entries, 0)
+	return &d
+}
+
+func (c *CompressorState) coff() int {
+	if c.Overlap {
+		return 2
+	}
+	return 1
+}
+
+// cloneF copies s into a new slice of capacity max(len(s), capacity); nil stays nil
+// unless capacity > 0.
+func cloneF(s []float32, capacity int) []float32 {
+	if s == nil && capacity == 0 {
+		return nil
+	}
+	d := make([]float32, len(s), max(len(s), capacity))
+	copy(d, s)
+	return d
+}
+
+// Bytes returns the bytes of float32 data the state holds (4 per value; slice headers
+// and struct overhead excluded). For a Model's config this equals
+// Model.SequenceBytes(Position).
+func (s *SequenceState) Bytes() int64 {
+	var n int64
+	for i := range s.Layers {
+		l := &s.Layers[i]
+		n += 4*int64(len(l.Window)) + l.Compressor.bytes() + l.Indexer.bytes()
+	}
+	return n
+}
+
+func (n *network) newState() SequenceState {
+	cfg := n.cfg
+	st := SequenceState{Layers: make([]LayerState, len(n.layers))}
+	for i, l := range n.layers {
+		ls := &st.Layers[i]
+		ls.Type = l.typ
+		if c := l.attn.comp; c != nil {
+			ls.Compressor = &CompressorState{Width: c.d, Rate: c.m, Overlap: c.overlap}
+		}
+		if x := l.attn.idx; x != nil {
+			ls.Indexer = &CompressorState{Width: x.comp.d, Rate: x.comp.m, Overlap: true}
+		}
+		_ = cfg
+	}
+	return st
+}
+
+// sequenceBytes returns the float32 bytes a sequence holds after n tokens (the
+// analytic form of SequenceState.Bytes).
+func (nw *network) sequenceBytes(n int) int64 {
+	var b int64
+	comp := func(d, m int, overlap bool) int64 {
+		coff := 1
+		if overlap {
+			coff = 2
+		}
+		v := int64(n/m)*int64(d) + 2*int64(n%m)*int64(coff*d)
+		if overlap && n >= m {
+			v += 2 * int64(m*d)
+		}
+		return v
+	}
+	for _, l := range nw.layers {
+		a := &l.attn
+		b += int64(min(n, a.window-1)) * int64(a.hd)
+		if c := a.comp; c != nil {
+			b += comp(c.d, c.m, c.overlap)
+		}
+		if x := a.idx; x != nil {
+			b += comp(x.comp.d, x.comp.m, true)
+		}
+	}
+	return 4 * b
+}
+
+// validate checks that st fits the network (layer types, widths, rates and the
+// lengths implied by Position), so that a restored state cannot make the forward pass
+// index out of range.
+func (n *network) validate(st *SequenceState) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrSequence, fmt.Sprintf(format, a...))
+	}
+	if st == nil {
+		return bad("nil state")
+	}
+	if st.Position < 0 {
+		return bad("negative position %d", st.Position)
+	}
+	if len(st.Layers) != len(n.layers) {
+		return bad("%d layers, model has %d", len(st.Layers), len(n.layers))
+	}
+	p := st.Position
+	chk := func(i int, what string, c *CompressorState, d, m int, overlap bool) error {
+		if c == nil {
+			return bad("layer %d: missing %s state", i, what)
+		}
+		if c.Width != d || c.Rate != m || c.Overlap != overlap {
+			return bad("layer %d: %s state is width %d rate %d overlap %v, model has %d, %d, %v", i, what, c.Width, c.Rate, c.Overlap, d, m, overlap)
+		}
+		w := c.coff() * d
+		if len(c.BufferKV) != (p%m)*w || len(c.BufferGate) != len(c.BufferKV) {
+			return bad("layer %d: %s buffer holds %d/%d values, want %d", i, what, len(c.BufferKV), len(c.BufferGate), (p%m)*w)
+		}
+		if len(c.Entries) != (p/m)*d {
+			return bad("layer %d: %s holds %d entry values, want %d", i, what, len(c.Entries), (p/m)*d)
+		}
+		ov := 0
+		if overlap && p >= m {
+			ov = m * d
+		}
+		if len(c.OverlapKV) != ov || len(c.OverlapGate) != ov {
+			return bad("layer %d: %s overlap holds %d/%d values, want %d", i, what, len(c.OverlapKV), len(c.OverlapGate), ov)
+		}
+		return nil
+	}
+	for i, l := range n.layers {
+		ls := &st.Layers[i]
+		if ls.Type != l.typ {
+			return bad("layer %d is %q, model has %q", i, ls.Type, l.typ)
+		}
+		a := &l.attn
+		if want := min(p, a.window-1) * a.hd; len(ls.Window) != want {
+			return bad("layer %d: window holds %d values, want %d", i, len(ls.Window), want)
+		}
+		if c := a.comp; c != nil {
+			if err := chk(i, "compressor", ls.Compressor, c.d, c.m, c.overlap); err != nil {
+				return err
+			}
+		} else if ls.Compressor != nil {
+			return bad("layer %d: compressor state on a sliding layer", i)
+		}
+		if x := a.idx; x != nil {
+			if err := chk(i, "indexer", ls.Indexer, x.comp.d, x.comp.m, true); err != nil {
+				return err
+			}
+		} else if ls.Indexer != nil {
+			return bad("layer %d: indexer state on a non-CSA layer", i)
+		}
+	}
+	return nil
+}
+
+func (st *SequenceState) clone() *SequenceState {
+	d := &SequenceState{Position: st.Position, Layers: make([]LayerState, len(st.Layers))}
+	for i, l := range st.Layers {
+		d.Layers[i] = LayerState{Type: l.Type, Window: cloneF(l.Window, 0), Compressor: l.Compressor.clone(), Indexer: l.Indexer.clone()}
+	}
+	return d
+}
+
+// Len returns the number of tokens the sequence has processed (0 after Release).
+func (s *Sequence) Len() int {
+	if s == nil || s.released {
+		return 0
+	}
+	return s.st.Position
+}
+
+// Release frees the sequence's state. It is idempotent; a released Sequence returns
+// ErrSequence from Prefill, Decode and Snapshot.
+func (s *Sequence) Release() {
+	if s == nil || s.released {
+		return
+	}
+	s.released = true
+	s.st = SequenceState{}
+}
+
+// Bytes returns the bytes of KV state the sequence holds now (see SequenceState.Bytes).
+func (s *Sequence) Bytes() int64 {
+	if s == nil || s.released {
+		return 0
+	}
+	return s.st.Bytes()
+}
+
+// Snapshot returns a deep copy of the sequence's state, to move it to another engine
+// (Model.Restore) or to branch a request. Errors: ErrSequence after Release.
+func (s *Sequence) Snapshot() (*SequenceState, error) {
+	if s == nil || s.released {
+		return nil, fmt.Errorf("%w: snapshot of a released sequence", ErrSequence)
+	}
+	return s.st.clone(), nil
+}

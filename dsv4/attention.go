@@ -15,14 +15,14 @@ import (
 // all visible HCA entries), inverse RoPE on the output and a grouped output projection.
 type attention struct {
 	H, hd, qlora, G, olr, D int
-	qA, qANorm, qB         []float32
-	kv, kvNorm             []float32
-	oA, oB                 []float32 // o_a_proj [G·olr][H·hd/G], o_b_proj [D][G·olr]
-	sinks                  []float32
-	rope                   *ropeTable
-	comp                   *compressor
-	idx                    *indexer
-	window                 int
+	qA, qANorm, qB          []float32
+	kv, kvNorm              []float32
+	oA, oB                  []float32 // o_a_proj [G·olr][H·hd/G], o_b_proj [D][G·olr]
+	sinks                   []float32
+	rope                    *ropeTable
+	comp                    *compressor
+	idx                     *indexer
+	window                  int
 }
 
 func (a *attention) bind(n *network, cfg *Config, i int, src tensorSource) error {

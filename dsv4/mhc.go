@@ -8,9 +8,9 @@ import (
 
 // mhcMix holds, per row, the mHC weights of one site: pre [hc], post [hc], comb [hc][hc].
 type mhcMix struct {
-	hc               int
-	pre, post, comb  []float32
-	flat, logits     []float32
+	hc              int
+	pre, post, comb []float32
+	flat, logits    []float32
 }
 
 func newMHC(rows, hc int) *mhcMix {

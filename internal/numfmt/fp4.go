@@ -1,0 +1,75 @@
+package numfmt
+
+// e2m1Table is the value of every FP4 E2M1 code (OCP MX specification; the
+// FP4_TABLE of DeepSeek's inference/convert.py): bit 3 is the sign, then 2
+// exponent bits (bias 1) and 1 mantissa bit; no Inf or NaN.
+var e2m1Table = [16]float32{
+	0, 0.5, 1, 1.5, 2, 3, 4, 6,
+	-0.0, -0.5, -1, -1.5, -2, -3, -4, -6,
+}
+
+func init() { e2m1Table[8] = negZero() }
+
+func negZero() float32 {
+	var z float32
+	return -z
+}
+
+// E2M1ToF32 decodes the low 4 bits of c as an FP4 E2M1 code (exact).
+func E2M1ToF32(c uint8) float32 { return e2m1Table[c&0xf] }
+
+// E2M1Max is the largest FP4 E2M1 magnitude.
+const E2M1Max = 6
+
+// F32ToE2M1 encodes f as an E2M1 code with round-to-nearest-even on the FP4
+// grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating at ±6 (NaN encodes to +0).
+func F32ToE2M1(f float32) uint8 {
+	var sign uint8
+	if f < 0 || (f == 0 && 1/f < 0) {
+		sign = 8
+		f = -f
+	}
+	if f != f {
+		return 0
+	}
+	// Midpoints between grid points; ties go to the even code (even mantissa).
+	var c uint8
+	switch {
+	case f <= 0.25:
+		c = 0
+	case f < 0.75:
+		c = 1
+	case f <= 1.25:
+		c = 2
+	case f < 1.75:
+		c = 3
+	case f <= 2.5:
+		c = 4
+	case f < 3.5:
+		c = 5
+	case f <= 5:
+		c = 6
+	default:
+		c = 7
+	}
+	return sign | c
+}
+
+// E2M1PackedToF32 decodes packed FP4: byte j of src holds element 2j in its
+// LOW nibble and element 2j+1 in its HIGH nibble (DeepSeek's convert.py and
+// PyTorch's float4_e2m1fn_x2). dst gets len(dst) values; len(dst) may be odd.
+func E2M1PackedToF32(dst []float32, src []byte) error {
+	if len(src) < (len(dst)+1)/2 {
+		return ErrShortBuffer
+	}
+	n := len(dst) / 2
+	for j := range n {
+		b := src[j]
+		dst[2*j] = e2m1Table[b&0xf]
+		dst[2*j+1] = e2m1Table[b>>4]
+	}
+	if len(dst)%2 == 1 {
+		dst[len(dst)-1] = e2m1Table[src[n]&0xf]
+	}
+	return nil
+}

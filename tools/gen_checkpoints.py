@@ -1,0 +1,138 @@
+"""Generate the tiny DeepSeek-V4 test checkpoints under dsv4/testdata/.
+
+Re-run with one command from the repository root:
+
+    tools/.venv/bin/python tools/gen_checkpoints.py
+
+It writes (deterministically, seed 0, transformers' DeepseekV4ForCausalLM):
+  dsv4/testdata/ckpt_hf_bf16/      HF naming, BF16 (fp32 mHC/sinks/biases), one file
+  dsv4/testdata/ckpt_hf_sharded/   the same weights in 3 shards + model.safetensors.index.json
+  dsv4/testdata/ckpt_hf_bf16/reference.json
+      input ids and transformers' float32 logits of the last position, so
+      Go tests can check that the checkpoint is the model it claims to be.
+With --goldens it instead reads the Go-converted checkpoints
+(dsv4/testdata/ckpt_fp8_mxfp4, ckpt_nvfp4; made by `go test ./dsv4/convert
+-update`) and writes dsv4/testdata/dequant_goldens.json: for every
+quantized tensor, the SHA-256 of its float32 dequantization computed here in
+torch from the format definitions (DeepSeek inference/convert.py for FP8 and
+MXFP4, NVIDIA ModelOpt for NVFP4), which Go must match bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tiny_models import make_tiny, save_hf  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TESTDATA = os.path.join(ROOT, "dsv4", "testdata")
+
+FP4_TABLE = torch.tensor(
+    [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0],
+    dtype=torch.float32,
+)
+
+
+def gen_checkpoints() -> None:
+    model = make_tiny(seed=0)
+    save_hf(model, os.path.join(TESTDATA, "ckpt_hf_bf16"), dtype=torch.bfloat16)
+    save_hf(model, os.path.join(TESTDATA, "ckpt_hf_sharded"), dtype=torch.bfloat16, shards=3)
+    # Reference logits of the BF16 checkpoint as transformers loads it (float32 compute).
+    from transformers import DeepseekV4ForCausalLM
+
+    m = DeepseekV4ForCausalLM.from_pretrained(os.path.join(TESTDATA, "ckpt_hf_bf16"), dtype=torch.float32).eval()
+    ids = [0, 5, 17, 33, 2, 99, 64, 7, 11, 3, 120, 45, 8, 9, 10, 77, 31, 4, 6, 100]
+    with torch.no_grad():
+        logits = m(torch.tensor([ids])).logits[0, -1].tolist()
+    with open(os.path.join(TESTDATA, "ckpt_hf_bf16", "reference.json"), "w") as f:
+        json.dump({"input_ids": ids, "last_logits": logits, "transformers": __import__("transformers").__version__}, f)
+        f.write("\n")
+
+
+def e8m0(t: torch.Tensor) -> torch.Tensor:
+    """UE8M0 bytes -> float32 2^(b-127); 255 -> NaN."""
+    b = t.view(torch.uint8).to(torch.int32)
+    out = torch.pow(torch.tensor(2.0, dtype=torch.float64), (b - 127).to(torch.float64)).to(torch.float32)
+    return torch.where(b == 255, torch.tensor(float("nan")), out)
+
+
+def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
+    """[R, C/2] bytes -> [R, C] float32; low nibble = even column."""
+    b = packed.view(torch.uint8).to(torch.int64)
+    lo, hi = b & 0xF, b >> 4
+    return torch.stack([FP4_TABLE[lo], FP4_TABLE[hi]], dim=-1).reshape(b.shape[0], -1)
+
+
+def deq_fp8_block(w: torch.Tensor, s: torch.Tensor, block=128) -> torch.Tensor:
+    wf = w.view(torch.float8_e4m3fn).to(torch.float32)
+    sf = e8m0(s) if s.dtype in (torch.uint8, torch.float8_e8m0fnu) else s.to(torch.float32)
+    R, C = wf.shape
+    full = sf.repeat_interleave(block, 0)[:R].repeat_interleave(block, 1)[:, :C]
+    return wf * full
+
+
+def deq_mxfp4(w: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    v = unpack_fp4(w)
+    return v * e8m0(s).repeat_interleave(32, 1)[:, : v.shape[1]]
+
+
+def deq_nvfp4(w: torch.Tensor, s: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    v = unpack_fp4(w)
+    block = s.view(torch.float8_e4m3fn).to(torch.float32) * g.to(torch.float32).reshape(())
+    return v * block.repeat_interleave(16, 1)[:, : v.shape[1]]
+
+
+def gen_goldens() -> None:
+    from safetensors import safe_open
+
+    out = {}
+    for ck in ("ckpt_fp8_mxfp4", "ckpt_nvfp4"):
+        d = os.path.join(TESTDATA, ck)
+        files = sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
+        tensors = {}
+        for fn in files:
+            with safe_open(os.path.join(d, fn), "pt") as f:
+                for k in f.keys():
+                    tensors[k] = f.get_tensor(k)
+        res = {}
+        for name in sorted(tensors):
+            if not name.endswith(".weight"):
+                continue
+            base = name[: -len(".weight")]
+            w = tensors[name]
+            if base + ".weight_scale" in tensors:
+                deq = deq_nvfp4(w, tensors[base + ".weight_scale"], tensors[base + ".weight_scale_2"])
+                form = "nvfp4"
+            elif base + ".scale" in tensors and w.dtype in (torch.int8, torch.uint8):
+                deq = deq_mxfp4(w, tensors[base + ".scale"])
+                form = "mxfp4"
+            elif base + ".scale" in tensors:
+                deq = deq_fp8_block(w, tensors[base + ".scale"])
+                form = "fp8-block"
+            else:
+                continue
+            deq = deq.contiguous()
+            res[name] = {
+                "form": form,
+                "shape": list(deq.shape),
+                "sha256": hashlib.sha256(deq.numpy().tobytes()).hexdigest(),
+                "first": [float(x) for x in deq.flatten()[:4].tolist()],
+            }
+        out[ck] = res
+    with open(os.path.join(TESTDATA, "dequant_goldens.json"), "w") as f:
+        json.dump(out, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--goldens", action="store_true", help="write dequant_goldens.json from the converted checkpoints")
+    args = ap.parse_args()
+    gen_goldens() if args.goldens else gen_checkpoints()

@@ -62,15 +62,22 @@ func TestForwardGoldenNet(t *testing.T) {
 			n := testNet(t, dir)
 			L := len(g.Tokens)
 			full := runNet(t, n, g.Tokens, []int{L})
-			t.Logf("full: max |Δ| = %.3g", maxDiff(t, full, g.Full))
+			check := func(mode string, got [][]float32, want [][]float64) {
+				d := maxDiff(t, got, want)
+				t.Logf("%s: max |Δ| = %.3g", mode, d)
+				if d > goldenTol {
+					t.Errorf("%s: max |Δ| = %g > %g", mode, d, goldenTol)
+				}
+			}
+			check("full", full, g.Full)
 			inc := []int{g.Prefill}
 			for i := g.Prefill; i < L; i++ {
 				inc = append(inc, 1)
 			}
 			incl := runNet(t, n, g.Tokens, inc)[g.Prefill-1:]
-			t.Logf("incremental: max |Δ| = %.3g", maxDiff(t, incl, g.Incremental))
+			check("incremental", incl, g.Incremental)
 			ch := runNet(t, n, g.Tokens, g.Chunks)
-			t.Logf("chunked: max |Δ| = %.3g", maxDiff(t, ch, g.Chunked))
+			check("chunked", ch, g.Chunked)
 		})
 	}
 }

@@ -1,0 +1,35 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnsupported is returned (wrapped) by Load and Parse when tokenizer.json uses a
+// component this package does not implement (for example a WordPiece model, a
+// Metaspace pre-tokenizer or a non-identity normalizer). Test with errors.Is.
+var ErrUnsupported = errors.New("tokenizer: unsupported tokenizer.json component")
+
+// ErrFormat is returned (wrapped) by Load and Parse when tokenizer.json or
+// tokenizer_config.json is malformed: invalid JSON, a merge whose parts or result are
+// not in the vocabulary, a missing byte symbol, a regex that does not compile.
+var ErrFormat = errors.New("tokenizer: malformed tokenizer file")
+
+// ErrTooLarge is returned (wrapped) by Load and Parse when a file exceeds
+// MaxFileBytes.
+var ErrTooLarge = errors.New("tokenizer: file too large")
+
+// MaxFileBytes bounds the size of tokenizer.json (after gzip decompression) and of
+// tokenizer_config.json that Load and Parse accept: 256 MiB.
+const MaxFileBytes = 256 << 20
+
+// UnknownIDError is returned by Decode and StreamDecoder.Add for an id that no token
+// of the vocabulary (base or added) has. HF tokenizers silently drops such ids; this
+// package reports them instead.
+type UnknownIDError struct {
+	ID int32 // the offending id
+}
+
+func (e *UnknownIDError) Error() string {
+	return fmt.Sprintf("tokenizer: unknown token id %d", e.ID)
+}

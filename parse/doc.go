@@ -1,0 +1,37 @@
+// Package parse turns the raw completion text of a DeepSeek model into an
+// OpenAI-style assistant message: reasoning_content, content and tool_calls.
+//
+// It implements the reasoning parsers and tool-call parsers that SGLang and
+// vLLM register for the DeepSeek family, selected by the same names:
+//
+//	reasoning: "deepseek-v4", "deepseek-v3" (V3.1 / V3.2 hybrid thinking), "deepseek-r1"
+//	tools:     "deepseek-v4" (DSML <｜DSML｜tool_calls> block),
+//	           "deepseekv32" (DSML <｜DSML｜function_calls> block),
+//	           "deepseekv31" and "deepseekv3" (<｜tool▁calls▁begin｜> blocks)
+//
+// Names are matched case-insensitively with '-', '_' and '.' ignored, so
+// "deepseek_v4", "deepseekv4" and "DeepSeek-V4" are the same parser.
+//
+// The formats are those of DeepSeek's reference encoder
+// (encoding/encoding_dsv4.py, parse_message_from_completion_text) and of the
+// DeepSeek V3/V3.1 chat templates; the behaviour on edge cases follows the
+// peer test suites of SGLang, vLLM, TensorRT-LLM and ai-dynamo, re-expressed
+// as table tests in this package.
+//
+// There is one parser, a streaming state machine ([Stream]); [Parse] is a
+// [Stream] fed the whole text at once. The stream holds back only text that
+// may still turn into a marker (a proper prefix of "</think>",
+// "<｜DSML｜tool_calls>", ... at the end of what it has seen, and an
+// incomplete UTF-8 sequence), so the deltas it emits, merged, equal the
+// whole-text result for every way of cutting the text into chunks.
+//
+// Malformed or truncated output never loses text and never panics: what does
+// not parse as a tool call is kept, byte for byte, as content, and the
+// problem is reported as a [Diagnostic] whose error wraps one of the
+// sentinel errors (errors.Is(d, ErrUnknownTool), ...).
+//
+// The package is a leaf: it imports only the standard library. Token ids do
+// not appear here; the caller detokenizes with special tokens kept (</think>
+// is token 128822 and ｜DSML｜ token 128825 in the V4 vocabulary; a
+// detokenizer that skips special tokens would delete them).
+package parse

@@ -1,0 +1,972 @@
+package parse
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Literal markers of the DeepSeek formats (dsv4-formats.md §2.1, §3; the V3
+// and V3.1 chat templates). U+FF5C "｜" and U+2581 "▁" are part of them.
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+	eosToken   = "<｜end▁of▁sentence｜>"
+	dsmlToken  = "｜DSML｜"
+
+	dsmlInvoke     = "<｜DSML｜invoke"
+	dsmlInvokeEnd  = "</｜DSML｜invoke>"
+	dsmlParam      = "<｜DSML｜parameter"
+	dsmlParamEnd   = "</｜DSML｜parameter>"
+	dsmlEnvelopeNL = "\n\n"
+
+	v3CallsBegin = "<｜tool▁calls▁begin｜>"
+	v3CallsEnd   = "<｜tool▁calls▁end｜>"
+	v3CallBegin  = "<｜tool▁call▁begin｜>"
+	v3CallEnd    = "<｜tool▁call▁end｜>"
+	v3Sep        = "<｜tool▁sep｜>"
+)
+
+type state uint8
+
+const (
+	stReasonStart state = iota // thinking: before any reasoning text (optional leading <think>)
+	stReasoning                // inside the reasoning
+	stContent                  // visible content
+	stAfter                    // after a tool-call block: blanks are dropped
+	stBlock                    // DSML block, between invokes
+	stInvHead                  // DSML: after "<｜DSML｜invoke", up to ">"
+	stInvBody                  // DSML: inside an invoke, between parameters
+	stParamHead                // DSML: after "<｜DSML｜parameter", up to ">"
+	stParamVal                 // DSML: parameter value, up to "</｜DSML｜parameter>"
+	stRawInvoke                // DSML: rejected invoke, copied to content up to its end
+	stRawParam                 // DSML: rejected parameter, copied to content up to its end
+	stXBlock                   // V3/V3.1 block, between calls
+	stXCall                    // V3/V3.1 call body, up to "<｜tool▁call▁end｜>"
+	nStates
+)
+
+type markID uint8
+
+const (
+	mThinkOpen markID = iota
+	mThinkClose
+	mEOS
+	mStray
+	mBlockStart
+	mBlockEnd
+	mInvOpen
+	mInvEnd
+	mParamOpen
+	mParamEnd
+	mGT
+	mXCallBegin
+	mXCallEnd
+)
+
+type marker struct {
+	s  string
+	id markID
+}
+
+// Stream is an incremental parser. Feed it text deltas with Push, in order,
+// then call Close once. It is not safe for concurrent use.
+//
+// Every Push returns the deltas that became certain; text that may still be
+// the start of a marker (at most the length of the longest marker, plus an
+// incomplete UTF-8 sequence) is held until the next Push or Close. Inside a
+// DSML invoke, string="true" values stream as argument fragments; other
+// values are emitted when their parameter closes; V3/V3.1 calls are emitted
+// when the call closes (their JSON is validated first).
+type Stream struct {
+	opts     Options
+	rk       reasonKind
+	tk       toolKind
+	thinking bool
+	schemas  map[string]*toolSchema
+	newID    func(int) string
+	max      int
+
+	marks  [nStates][]marker
+	maxLen int
+
+	st      state
+	pending string // unscanned input
+	pos     int    // input offset of pending[0]
+	total   int    // bytes pushed
+	closed  bool
+	over    bool // MaxBytes passed
+
+	hold     string // blanks held in stReasonStart / stAfter
+	acc      strings.Builder
+	headRaw  string // "<｜DSML｜invoke" / "<｜DSML｜parameter" / "<｜tool▁call▁begin｜>"
+	raw      strings.Builder
+	commit   bool // the current block produced a call
+	gapDirty bool // the current gap between markers had non-blank text
+	cur      *callState
+
+	rb, cb strings.Builder
+	calls  []callOut
+	diags  []Diagnostic
+	out    []Delta
+}
+
+type callOut struct {
+	id, name string
+	args     strings.Builder
+}
+
+// callState is the open DSML invoke.
+type callState struct {
+	index   int
+	schema  *toolSchema
+	opened  bool // "{" emitted
+	nParams int
+	seen    map[string]bool
+	gap     strings.Builder
+	gapOff  int // offset of the first non-blank byte in gap, -1 if none
+	unwrap  *jval
+
+	pname   string
+	pString bool
+	pTypes  typeSet
+	pStream bool
+	pOff    int
+}
+
+// maxDiagnostics caps the diagnostics kept per completion.
+const maxDiagnostics = 64
+
+// NewStream returns a parser for one completion. Errors wrap
+// ErrUnknownParser or ErrBadToolsDecl.
+func NewStream(opts Options) (*Stream, error) {
+	rk, err := reasoningKind(opts.Reasoning)
+	if err != nil {
+		return nil, err
+	}
+	tk, err := toolsKind(opts.Tools)
+	if err != nil {
+		return nil, err
+	}
+	schemas, err := compileTools(opts.ToolsDecl)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stream{opts: opts, rk: rk, tk: tk, schemas: schemas, newID: opts.NewID, max: opts.MaxBytes}
+	if s.newID == nil {
+		s.newID = randomID
+	}
+	if s.max <= 0 {
+		s.max = DefaultMaxBytes
+	}
+	s.thinking = rk == reasonR1 || (rk == reasonV3 && opts.Thinking)
+	s.buildMarkers()
+	if s.thinking {
+		s.st = stReasonStart
+	} else {
+		s.st = stContent
+	}
+	return s, nil
+}
+
+func (s *Stream) buildMarkers() {
+	var starts, strays []marker
+	var blockEnd marker
+	switch s.tk {
+	case toolV4, toolV32:
+		name := "tool_calls"
+		if s.tk == toolV32 {
+			name = "function_calls"
+		}
+		open := "<" + dsmlToken + name + ">"
+		starts = []marker{{dsmlEnvelopeNL + open, mBlockStart}, {open, mBlockStart}}
+		strays = []marker{{dsmlToken, mStray}}
+		blockEnd = marker{"</" + dsmlToken + name + ">", mBlockEnd}
+	case toolV31, toolV3:
+		starts = []marker{{v3CallsBegin, mBlockStart}}
+		strays = []marker{{v3CallBegin, mStray}, {v3CallEnd, mStray}, {v3Sep, mStray}, {v3CallsEnd, mStray}}
+		blockEnd = marker{v3CallsEnd, mBlockEnd}
+	}
+	eos := marker{eosToken, mEOS}
+	reasoning := append([]marker{{thinkClose, mThinkClose}, eos}, starts...)
+	s.marks[stReasoning] = reasoning
+	s.marks[stReasonStart] = append([]marker{{thinkOpen, mThinkOpen}}, reasoning...)
+	content := append([]marker{eos}, starts...)
+	if s.rk != reasonNone {
+		content = append(content, marker{thinkOpen, mStray}, marker{thinkClose, mStray})
+	}
+	content = append(content, strays...)
+	s.marks[stContent] = content
+	s.marks[stAfter] = content
+	s.marks[stBlock] = []marker{{dsmlInvoke, mInvOpen}, blockEnd}
+	s.marks[stInvHead] = []marker{{">", mGT}}
+	s.marks[stInvBody] = []marker{{dsmlParam, mParamOpen}, {dsmlInvokeEnd, mInvEnd}, blockEnd}
+	s.marks[stParamHead] = []marker{{">", mGT}}
+	s.marks[stParamVal] = []marker{{dsmlParamEnd, mParamEnd}}
+	s.marks[stRawInvoke] = []marker{{dsmlInvokeEnd, mInvEnd}, blockEnd}
+	s.marks[stRawParam] = []marker{{dsmlParamEnd, mParamEnd}, {dsmlInvokeEnd, mInvEnd}}
+	s.marks[stXBlock] = []marker{{v3CallBegin, mXCallBegin}, blockEnd}
+	s.marks[stXCall] = []marker{{v3CallEnd, mXCallEnd}, {v3CallBegin, mXCallBegin}, blockEnd}
+	for _, ms := range s.marks {
+		for _, m := range ms {
+			s.maxLen = max(s.maxLen, len(m.s))
+		}
+	}
+}
+
+// Push feeds the next piece of completion text (any cut, even inside a
+// marker or a UTF-8 sequence) and returns the deltas it completes, in
+// order. After Close it returns nil.
+func (s *Stream) Push(text string) []Delta {
+	if s.closed || text == "" {
+		return nil
+	}
+	if s.over {
+		s.total += len(text)
+		s.emitContent(text)
+		return s.take()
+	}
+	if room := s.max - s.total; len(text) > room {
+		s.pending += text[:room]
+		s.total += room
+		s.run(false)
+		s.run(true)
+		s.finish()
+		s.over = true
+		s.diag(ErrTooLarge, s.total, fmt.Sprintf("limit %d bytes", s.max))
+		s.total += len(text) - room
+		s.emitContent(text[room:])
+		return s.take()
+	}
+	s.pending += text
+	s.total += len(text)
+	s.run(false)
+	return s.take()
+}
+
+// Close ends the input: held text is flushed, open structures are closed
+// (with diagnostics) and the last deltas are returned. Later calls return
+// nil.
+func (s *Stream) Close() []Delta {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if !s.over {
+		s.run(true)
+		s.finish()
+	}
+	return s.take()
+}
+
+// Message returns the message parsed so far (after Close: the complete
+// result), including diagnostics.
+func (s *Stream) Message() Message {
+	m := Message{ReasoningContent: s.rb.String(), Content: s.cb.String()}
+	for i := range s.calls {
+		c := &s.calls[i]
+		m.ToolCalls = append(m.ToolCalls, ToolCall{ID: c.id, Type: "function",
+			Function: FunctionCall{Name: c.name, Arguments: c.args.String()}})
+	}
+	if len(s.diags) > 0 {
+		m.Diagnostics = append([]Diagnostic(nil), s.diags...)
+	}
+	return m
+}
+
+// Diagnostics returns the problems recorded so far.
+func (s *Stream) Diagnostics() []Diagnostic { return append([]Diagnostic(nil), s.diags...) }
+
+// Parse parses a whole completion. The error is non-nil only for invalid
+// options (ErrUnknownParser, ErrBadToolsDecl); problems in the text are in
+// Message.Diagnostics. Parse(text) equals Merge of the deltas of a Stream
+// fed the same text in any chunks, diagnostics aside.
+func Parse(text string, opts Options) (Message, error) {
+	s, err := NewStream(opts)
+	if err != nil {
+		return Message{}, err
+	}
+	s.Push(text)
+	s.Close()
+	return s.Message(), nil
+}
+
+func (s *Stream) take() []Delta {
+	out := s.out
+	s.out = nil
+	return out
+}
+
+// ---- scanning ----
+
+// run scans pending: the earliest complete marker of the current state is
+// handled unless an earlier position may still start a (longer) marker;
+// text that cannot be part of a marker goes to the state's text sink.
+func (s *Stream) run(final bool) {
+	for {
+		ms := s.marks[s.st]
+		mi, mk := -1, -1
+		for k, m := range ms {
+			i := strings.Index(s.pending, m.s)
+			if i < 0 {
+				continue
+			}
+			if mi < 0 || i < mi || (i == mi && len(m.s) > len(ms[mk].s)) {
+				mi, mk = i, k
+			}
+		}
+		h := -1
+		if !final {
+			h = partialStart(s.pending, ms, s.maxLen)
+		}
+		st := s.st
+		if mk >= 0 && (h < 0 || h > mi) {
+			if mi > 0 {
+				s.text(s.pending[:mi], s.pos)
+				s.pending = s.pending[mi:]
+				s.pos += mi
+				if s.st != st {
+					continue
+				}
+			}
+			m := ms[mk]
+			off := s.pos
+			s.pending = s.pending[len(m.s):]
+			s.pos += len(m.s)
+			s.marker(m, off)
+			continue
+		}
+		cut := len(s.pending)
+		if h >= 0 {
+			cut = h
+		} else if !final {
+			cut = utf8SafeEnd(s.pending)
+		}
+		if cut > 0 {
+			s.text(s.pending[:cut], s.pos)
+			s.pending = s.pending[cut:]
+			s.pos += cut
+			if s.st != st {
+				continue
+			}
+		}
+		return
+	}
+}
+
+// partialStart returns the first position j such that p[j:] is a proper
+// prefix of one of the markers, or -1.
+func partialStart(p string, ms []marker, maxLen int) int {
+	from := max(0, len(p)-maxLen+1)
+	for j := from; j < len(p); j++ {
+		tail := p[j:]
+		for _, m := range ms {
+			if len(m.s) > len(tail) && strings.HasPrefix(m.s, tail) {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// utf8SafeEnd returns len(p) minus an incomplete (but so far valid) UTF-8
+// sequence at its end.
+func utf8SafeEnd(p string) int {
+	for k := 1; k <= 3 && k <= len(p); k++ {
+		c := p[len(p)-k]
+		if c < 0x80 {
+			return len(p)
+		}
+		if c >= 0xC0 { // lead byte
+			if !utf8.FullRuneInString(p[len(p)-k:]) {
+				return len(p) - k
+			}
+			return len(p)
+		}
+	}
+	return len(p)
+}
+
+func isBlank(t string) bool { return strings.TrimLeftFunc(t, unicode.IsSpace) == "" }
+
+func firstNonBlank(t string) int {
+	return len(t) - len(strings.TrimLeftFunc(t, unicode.IsSpace))
+}
+
+// ---- output ----
+
+func (s *Stream) emitReasoning(t string) {
+	if t == "" {
+		return
+	}
+	s.rb.WriteString(t)
+	if n := len(s.out); n > 0 && s.out[n-1].ReasoningContent != "" {
+		s.out[n-1].ReasoningContent += t
+		return
+	}
+	s.out = append(s.out, Delta{ReasoningContent: t})
+}
+
+func (s *Stream) emitContent(t string) {
+	if t == "" {
+		return
+	}
+	s.cb.WriteString(t)
+	if n := len(s.out); n > 0 && s.out[n-1].Content != "" {
+		s.out[n-1].Content += t
+		return
+	}
+	s.out = append(s.out, Delta{Content: t})
+}
+
+func (s *Stream) emitHeader(name string) int {
+	idx := len(s.calls)
+	id := s.newID(idx)
+	s.calls = append(s.calls, callOut{id: id, name: name})
+	s.out = append(s.out, Delta{ToolCalls: []ToolCallDelta{{Index: idx, ID: id, Type: "function",
+		Function: FunctionDelta{Name: name}}}})
+	return idx
+}
+
+func (s *Stream) emitArgs(idx int, t string) {
+	if t == "" {
+		return
+	}
+	s.calls[idx].args.WriteString(t)
+	if n := len(s.out); n > 0 && len(s.out[n-1].ToolCalls) == 1 {
+		d := &s.out[n-1].ToolCalls[0]
+		if d.Index == idx && d.ID == "" {
+			d.Function.Arguments += t
+			return
+		}
+	}
+	s.out = append(s.out, Delta{ToolCalls: []ToolCallDelta{{Index: idx, Function: FunctionDelta{Arguments: t}}}})
+}
+
+func (s *Stream) diag(err error, off int, detail string) {
+	if len(s.diags) >= maxDiagnostics {
+		return
+	}
+	if len(detail) > 200 {
+		detail = detail[:200] + "…"
+	}
+	s.diags = append(s.diags, Diagnostic{Err: err, Offset: off, Detail: detail})
+}
+
+// leak sends text that could not be parsed to content, preceded by the
+// block envelope held so far when no call of the block was accepted.
+func (s *Stream) leak(t string) {
+	if s.raw.Len() > 0 {
+		s.emitContent(s.raw.String())
+		s.raw.Reset()
+	}
+	s.emitContent(t)
+}
+
+// envelope keeps block syntax: dropped once the block produced a call,
+// held (for leak) before.
+func (s *Stream) envelope(t string) {
+	if !s.commit {
+		s.raw.WriteString(t)
+	}
+}
+
+func (s *Stream) commitBlock() {
+	s.commit = true
+	s.raw.Reset()
+}
+
+// ---- text sinks ----
+
+func (s *Stream) text(t string, off int) {
+	switch s.st {
+	case stReasonStart:
+		if isBlank(t) {
+			s.hold += t
+			return
+		}
+		s.st = stReasoning
+		s.emitReasoning(s.hold + t)
+		s.hold = ""
+	case stReasoning:
+		s.emitReasoning(t)
+	case stContent:
+		s.emitContent(t)
+	case stAfter:
+		if isBlank(t) {
+			s.hold += t
+			return
+		}
+		s.diag(ErrTextAfterToolCalls, off+firstNonBlank(t), "")
+		s.st = stContent
+		s.emitContent(s.hold + t)
+		s.hold = ""
+	case stBlock, stXBlock:
+		s.blockGap(t, off)
+	case stInvHead, stParamHead, stXCall:
+		s.acc.WriteString(t)
+	case stInvBody:
+		c := s.cur
+		if c.gapOff < 0 && !isBlank(t) {
+			c.gapOff = off + firstNonBlank(t)
+		}
+		c.gap.WriteString(t)
+	case stParamVal:
+		if s.cur.pStream {
+			var b bytes.Buffer
+			writePyStringBody(&b, t)
+			s.emitArgs(s.cur.index, b.String())
+		} else {
+			s.acc.WriteString(t)
+		}
+	case stRawInvoke, stRawParam:
+		s.leak(t)
+	}
+}
+
+func (s *Stream) blockGap(t string, off int) {
+	if !s.gapDirty && isBlank(t) {
+		s.envelope(t)
+		return
+	}
+	if !s.gapDirty {
+		s.gapDirty = true
+		s.diag(ErrMalformedToolCall, off+firstNonBlank(t), "text between calls")
+	}
+	s.leak(t)
+}
+
+// ---- markers ----
+
+func (s *Stream) marker(m marker, off int) {
+	switch s.st {
+	case stReasonStart, stReasoning:
+		switch m.id {
+		case mThinkOpen: // leading <think>: blanks before it are dropped
+			s.hold = ""
+			s.st = stReasoning
+		case mThinkClose:
+			s.emitReasoning(s.hold)
+			s.hold = ""
+			s.st = stContent
+		case mEOS:
+		case mBlockStart:
+			s.emitReasoning(s.hold)
+			s.hold = ""
+			s.diag(ErrMissingThinkEnd, off, "tool-call block inside reasoning")
+			s.startBlock(m.s)
+		}
+	case stContent, stAfter:
+		switch m.id {
+		case mEOS:
+		case mBlockStart:
+			s.hold = ""
+			s.startBlock(m.s)
+		case mStray:
+			if s.st == stAfter {
+				s.diag(ErrTextAfterToolCalls, off, "")
+				s.emitContent(s.hold)
+				s.hold = ""
+				s.st = stContent
+			}
+			s.diag(ErrStrayMarker, off, m.s)
+			s.emitContent(m.s)
+		}
+	case stBlock:
+		s.gapDirty = false
+		switch m.id {
+		case mInvOpen:
+			s.headRaw = m.s
+			s.acc.Reset()
+			s.st = stInvHead
+		case mBlockEnd:
+			s.endBlock(m.s, off)
+		}
+	case stInvHead:
+		s.invokeHead(off)
+	case stInvBody:
+		switch m.id {
+		case mParamOpen:
+			s.flushGap()
+			s.headRaw = m.s
+			s.acc.Reset()
+			s.st = stParamHead
+		case mInvEnd:
+			s.finishInvoke()
+			s.st = stBlock
+		case mBlockEnd:
+			s.diag(ErrUnterminatedToolCall, off, "invoke not closed")
+			s.finishInvoke()
+			s.endBlock(m.s, off)
+		}
+	case stParamHead:
+		s.paramHead(off)
+	case stParamVal:
+		s.finishParam(off)
+		s.st = stInvBody
+	case stRawInvoke:
+		switch m.id {
+		case mInvEnd:
+			s.leak(m.s)
+			s.st = stBlock
+		case mBlockEnd:
+			s.diag(ErrUnterminatedToolCall, off, "invoke not closed")
+			s.endBlock(m.s, off)
+		}
+	case stRawParam:
+		switch m.id {
+		case mParamEnd:
+			s.leak(m.s)
+			s.st = stInvBody
+		case mInvEnd:
+			s.diag(ErrUnterminatedToolCall, off, "parameter not closed")
+			s.finishInvoke()
+			s.st = stBlock
+		}
+	case stXBlock:
+		s.gapDirty = false
+		switch m.id {
+		case mXCallBegin:
+			s.headRaw = m.s
+			s.acc.Reset()
+			s.st = stXCall
+		case mBlockEnd:
+			s.endBlock(m.s, off)
+		}
+	case stXCall:
+		switch m.id {
+		case mXCallEnd:
+			s.finishXCall(m.s, off)
+			s.st = stXBlock
+		case mXCallBegin:
+			s.diag(ErrUnterminatedToolCall, off, "call not closed")
+			s.leak(s.headRaw + s.acc.String())
+			s.headRaw = m.s
+			s.acc.Reset()
+		case mBlockEnd:
+			s.diag(ErrUnterminatedToolCall, off, "call not closed")
+			s.leak(s.headRaw + s.acc.String())
+			s.endBlock(m.s, off)
+		}
+	}
+}
+
+func (s *Stream) startBlock(open string) {
+	s.commit = false
+	s.gapDirty = false
+	s.raw.Reset()
+	s.raw.WriteString(open)
+	if s.tk == toolV3 || s.tk == toolV31 {
+		s.st = stXBlock
+	} else {
+		s.st = stBlock
+	}
+}
+
+func (s *Stream) endBlock(end string, off int) {
+	if !s.commit {
+		s.diag(ErrMalformedToolCall, off, "tool-call block without a valid call")
+		s.leak(end)
+	}
+	s.raw.Reset()
+	s.hold = ""
+	s.st = stAfter
+}
+
+var (
+	invokeHeadRe = regexp.MustCompile(`^\s*name="([^"]*)"\s*$`)
+	paramHeadRe  = regexp.MustCompile(`^\s*name="([^"]*)"(?:\s+string="(true|false)")?\s*$`)
+)
+
+func (s *Stream) invokeHead(off int) {
+	head := s.acc.String()
+	raw := s.headRaw + head + ">"
+	m := invokeHeadRe.FindStringSubmatch(head)
+	if m == nil || m[1] == "" {
+		s.diag(ErrMalformedToolCall, off, "invoke header "+raw)
+		s.leak(raw)
+		s.st = stRawInvoke
+		return
+	}
+	name := m[1]
+	var sch *toolSchema
+	if s.schemas != nil {
+		sch = s.schemas[name]
+		if sch == nil {
+			s.diag(ErrUnknownTool, off, name)
+			s.leak(raw)
+			s.st = stRawInvoke
+			return
+		}
+	}
+	s.commitBlock()
+	idx := s.emitHeader(name)
+	s.cur = &callState{index: idx, schema: sch, gapOff: -1, seen: map[string]bool{}}
+	s.st = stInvBody
+}
+
+// flushGap handles the text between parameters: blanks are dropped, other
+// text goes to content.
+func (s *Stream) flushGap() {
+	c := s.cur
+	if c.gapOff >= 0 {
+		s.diag(ErrMalformedToolCall, c.gapOff, "text inside invoke")
+		s.leak(c.gap.String())
+	}
+	c.gap.Reset()
+	c.gapOff = -1
+}
+
+func (s *Stream) paramHead(off int) {
+	c := s.cur
+	head := s.acc.String()
+	raw := s.headRaw + head + ">"
+	s.acc.Reset()
+	m := paramHeadRe.FindStringSubmatch(head)
+	if m == nil {
+		s.diag(ErrMalformedToolCall, off, "parameter header "+raw)
+		s.leak(raw)
+		s.st = stRawParam
+		return
+	}
+	name := m[1]
+	if c.seen[name] {
+		s.diag(ErrDuplicateParameter, off, name)
+		s.leak(raw)
+		s.st = stRawParam
+		return
+	}
+	c.seen[name] = true
+	c.pname = name
+	c.pString = m[2] != "false"
+	c.pOff = off
+	c.pTypes = 0
+	if s.opts.Coerce && c.schema != nil {
+		c.pTypes = c.schema.props[name]
+	}
+	c.pStream = c.pString && (c.pTypes == 0 || c.pTypes.has(tString)) && !s.unwrapCandidate(name)
+	if c.pStream {
+		s.argKey(name)
+		s.emitArgs(c.index, `"`)
+	}
+	s.st = stParamVal
+}
+
+// unwrapCandidate: a lone "arguments"/"input" parameter that the schema does
+// not declare may wrap the real arguments object (vLLM's V3.2 tests).
+func (s *Stream) unwrapCandidate(name string) bool {
+	c := s.cur
+	if !s.opts.Coerce || c.schema == nil || c.nParams > 0 || (name != "arguments" && name != "input") {
+		return false
+	}
+	_, declared := c.schema.props[name]
+	return !declared
+}
+
+// argKey emits `{"name": ` or `, "name": `.
+func (s *Stream) argKey(name string) {
+	c := s.cur
+	var b bytes.Buffer
+	if c.unwrap != nil {
+		b.WriteString(`{"arguments": `)
+		c.unwrap.writePy(&b)
+		c.unwrap = nil
+		c.opened = true
+	}
+	if !c.opened {
+		b.WriteByte('{')
+		c.opened = true
+	} else {
+		b.WriteString(", ")
+	}
+	writePyString(&b, name)
+	b.WriteString(": ")
+	s.emitArgs(c.index, b.String())
+}
+
+func (s *Stream) finishParam(off int) {
+	c := s.cur
+	defer func() { c.nParams++ }()
+	if c.pStream {
+		s.emitArgs(c.index, `"`)
+		return
+	}
+	rawVal := s.acc.String()
+	s.acc.Reset()
+	var v jval
+	if c.pString {
+		var ok bool
+		v, ok = coerceRaw(rawVal, c.pTypes)
+		if !ok {
+			s.diag(ErrSchemaMismatch, off, c.pname)
+		}
+	} else if d, ok := decodeJSON(rawVal); ok {
+		v = d
+		if s.opts.Coerce {
+			var good bool
+			v, good = coerceJSON(d, rawVal, c.pTypes)
+			if !good {
+				s.diag(ErrSchemaMismatch, off, c.pname)
+			}
+		}
+	} else {
+		s.diag(ErrInvalidArguments, off, c.pname+`: string="false" value is not JSON`)
+		v, _ = coerceRaw(rawVal, c.pTypes)
+	}
+	if s.unwrapCandidate(c.pname) && v.kind == jObject {
+		if c.unwrap == nil {
+			c.unwrap = &v
+			return
+		}
+	}
+	s.argKey(c.pname)
+	s.emitArgs(c.index, v.py())
+}
+
+func (s *Stream) finishInvoke() {
+	c := s.cur
+	if c == nil {
+		return
+	}
+	s.cur = nil
+	if c.nParams == 0 && c.unwrap == nil && c.gapOff >= 0 {
+		// SGLang's extension: a JSON object directly inside the invoke.
+		if v, ok := decodeJSON(c.gap.String()); ok && v.kind == jObject {
+			s.emitArgs(c.index, s.coerceObject(v, c.schema).py())
+			return
+		}
+	}
+	if c.gapOff >= 0 {
+		s.diag(ErrMalformedToolCall, c.gapOff, "text inside invoke")
+		s.leak(c.gap.String())
+	}
+	switch {
+	case c.unwrap != nil:
+		s.emitArgs(c.index, c.unwrap.py())
+	case !c.opened:
+		s.emitArgs(c.index, "{}")
+	default:
+		s.emitArgs(c.index, "}")
+	}
+}
+
+// coerceObject applies Options.Coerce to the top-level members of an
+// arguments object.
+func (s *Stream) coerceObject(v jval, sch *toolSchema) jval {
+	if !s.opts.Coerce || sch == nil {
+		return v
+	}
+	if len(v.obj) == 1 && (v.obj[0].key == "arguments" || v.obj[0].key == "input") && v.obj[0].val.kind == jObject {
+		if _, declared := sch.props[v.obj[0].key]; !declared {
+			v = v.obj[0].val
+		}
+	}
+	out := jval{kind: jObject, obj: make([]jkv, len(v.obj))}
+	for i, kv := range v.obj {
+		nv, _ := coerceJSON(kv.val, kv.val.py(), sch.props[kv.key])
+		if kv.val.kind == jString {
+			nv, _ = coerceRaw(kv.val.lit, sch.props[kv.key])
+		}
+		out.obj[i] = jkv{kv.key, nv}
+	}
+	return out
+}
+
+// finishXCall parses one V3 / V3.1 call body.
+func (s *Stream) finishXCall(end string, off int) {
+	body := s.acc.String()
+	raw := s.headRaw + body + end
+	s.acc.Reset()
+	var name, args string
+	before, after, ok := strings.Cut(body, v3Sep)
+	if ok && s.tk == toolV31 {
+		name, args = strings.TrimSpace(before), strings.TrimSpace(after)
+	} else if ok { // V3: function<｜tool▁sep｜>NAME\n```json\nARGS\n```
+		n, rest, _ := strings.Cut(strings.TrimLeft(after, " \t"), "\n")
+		name = strings.TrimSpace(n)
+		rest = strings.TrimSpace(rest)
+		if r, found := strings.CutPrefix(rest, "```json"); found {
+			rest = r
+		} else if r, found := strings.CutPrefix(rest, "```"); found {
+			rest = r
+		}
+		rest = strings.TrimSpace(rest)
+		rest = strings.TrimSpace(strings.TrimSuffix(rest, "```"))
+		args = rest
+	}
+	if name == "" {
+		s.diag(ErrMalformedToolCall, off, "call without a name")
+		s.leak(raw)
+		return
+	}
+	var sch *toolSchema
+	if s.schemas != nil {
+		if sch = s.schemas[name]; sch == nil {
+			s.diag(ErrUnknownTool, off, name)
+			s.leak(raw)
+			return
+		}
+	}
+	v, good := decodeJSON(args)
+	if !good || v.kind != jObject {
+		s.diag(ErrInvalidArguments, off, name)
+		s.leak(raw)
+		return
+	}
+	if s.opts.Coerce && sch != nil {
+		args = s.coerceObject(v, sch).py()
+	}
+	s.commitBlock()
+	idx := s.emitHeader(name)
+	s.emitArgs(idx, args)
+}
+
+// finish closes whatever is open at the end of the input.
+func (s *Stream) finish() {
+	end := s.total
+	switch s.st {
+	case stReasonStart:
+		s.emitReasoning(s.hold)
+		s.hold = ""
+		if s.total > 0 {
+			s.diag(ErrMissingThinkEnd, end, "")
+		}
+	case stReasoning:
+		s.diag(ErrMissingThinkEnd, end, "")
+	case stAfter:
+		s.hold = ""
+	case stBlock, stXBlock:
+		s.diag(ErrUnterminatedToolCall, end, "block not closed")
+	case stInvHead:
+		s.diag(ErrUnterminatedToolCall, end, "invoke header not closed")
+		s.leak(s.headRaw + s.acc.String())
+	case stInvBody:
+		s.diag(ErrUnterminatedToolCall, end, "invoke not closed")
+		s.finishInvoke()
+	case stParamHead:
+		s.diag(ErrUnterminatedToolCall, end, "parameter header not closed")
+		s.leak(s.headRaw + s.acc.String())
+		s.finishInvoke()
+	case stParamVal:
+		s.diag(ErrUnterminatedToolCall, end, "parameter not closed")
+		s.finishParam(end)
+		s.finishInvoke()
+	case stRawInvoke:
+		s.diag(ErrUnterminatedToolCall, end, "invoke not closed")
+	case stRawParam:
+		s.diag(ErrUnterminatedToolCall, end, "parameter not closed")
+		s.finishInvoke()
+	case stXCall:
+		s.diag(ErrUnterminatedToolCall, end, "call not closed")
+		s.leak(s.headRaw + s.acc.String())
+	}
+	if !s.commit && s.raw.Len() > 0 {
+		s.leak("")
+	}
+	s.raw.Reset()
+	s.acc.Reset()
+	s.st = stContent
+}

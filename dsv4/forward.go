@@ -153,10 +153,12 @@ func (n *network) forward(ctx context.Context, segs []segment, all bool) ([][]fl
 	h := make([]float32, R*D)
 	y := make([]float32, R*D)
 	mixes := newMHC(R, hc)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// No cancellation check inside: a forward step updates the sequences' state layer by
+	// layer and must run to the end to leave it consistent.
 	for _, l := range n.layers {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		n.mhcPre(&l.attnHC, streams, R, mixes, u)
 		kernels.RMSNorm(h, u, l.inNorm, R, D, n.eps)
 		l.attn.forward(n, l.idx, b, h, y)
@@ -213,3 +215,149 @@ func (n *network) logits(streams []float32, rows []int) [][]float32 {
 }
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+// prefillChunk is the most tokens one internal forward step takes; a longer Prefill
+// runs several steps (bounding activation memory) and checks ctx between them.
+const prefillChunk = 512
+
+// NewSequence returns an empty Sequence (no tokens) for this model.
+func (m *Model) NewSequence() *Sequence {
+	return &Sequence{net: m.net, st: m.net.newState()}
+}
+
+// SequenceBytes returns the KV-state bytes of one sequence after n tokens: per layer
+// min(n, sliding_window-1)·head_dim float32 values of the window, and for CSA/HCA
+// layers n/m compressed entries of head_dim, the unclosed window's (c, z) buffer
+// ((n mod m)·coff·d each) and, for CSA, the [m][d] overlap pair; the lightning
+// indexer adds the same at index_head_dim. It equals Sequence.Bytes after n tokens.
+func (m *Model) SequenceBytes(n int) int64 {
+	if n < 0 {
+		return 0
+	}
+	return m.net.sequenceBytes(n)
+}
+
+func (m *Model) checkSeq(s *Sequence) error {
+	switch {
+	case s == nil:
+		return fmt.Errorf("%w: nil sequence", ErrSequence)
+	case s.released:
+		return fmt.Errorf("%w: sequence was released", ErrSequence)
+	case s.net != m.net:
+		return fmt.Errorf("%w: sequence belongs to another model", ErrSequence)
+	}
+	return nil
+}
+
+func (m *Model) checkIDs(ids []int32) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= m.cfg.VocabSize {
+			return fmt.Errorf("%w: ids[%d] = %d, vocab size %d", ErrTokenID, i, id, m.cfg.VocabSize)
+		}
+	}
+	return nil
+}
+
+func (m *Model) checkLen(s *Sequence, add int) error {
+	if s.st.Position+add > m.cfg.MaxPositionEmbeddings {
+		return fmt.Errorf("%w: %d + %d tokens > max_position_embeddings %d", ErrContextLength, s.st.Position, add, m.cfg.MaxPositionEmbeddings)
+	}
+	return nil
+}
+
+// Prefill appends ids to seq and returns the logits [vocab] of the last one. It may be
+// called repeatedly (chunked prefill): the result is the same as one call over the
+// concatenation. Long inputs run in steps of up to 512 tokens with ctx checked between
+// steps; when ctx ends, the error is ctx.Err() and seq holds the tokens of the finished
+// steps (Len reports them). Errors: ErrSequence (nil, released or foreign seq; empty
+// ids), ErrTokenID, ErrContextLength; seq is unchanged by those.
+func (m *Model) Prefill(ctx context.Context, seq *Sequence, ids []int32) ([]float32, error) {
+	out, err := m.prefill(ctx, seq, ids, false)
+	if err != nil {
+		return nil, err
+	}
+	return out[len(out)-1], nil
+}
+
+// PrefillAll is Prefill returning the logits of every position of ids: [len(ids)][vocab].
+func (m *Model) PrefillAll(ctx context.Context, seq *Sequence, ids []int32) ([][]float32, error) {
+	return m.prefill(ctx, seq, ids, true)
+}
+
+func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all bool) ([][]float32, error) {
+	if err := m.checkSeq(seq); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: prefill of no tokens", ErrSequence)
+	}
+	if err := m.checkIDs(ids); err != nil {
+		return nil, err
+	}
+	if err := m.checkLen(seq, len(ids)); err != nil {
+		return nil, err
+	}
+	var out [][]float32
+	for i := 0; i < len(ids); i += prefillChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		chunk := ids[i:min(i+prefillChunk, len(ids))]
+		last := i+prefillChunk >= len(ids)
+		lg, err := m.net.forward(ctx, []segment{{&seq.st, chunk}}, all)
+		if err != nil {
+			return nil, err
+		}
+		if all || last {
+			out = append(out, lg...)
+		}
+	}
+	return out, nil
+}
+
+// Decode runs one step for many sequences at once: ids[i] is appended to seqs[i]
+// (sequences may have any lengths) and the result holds the logits [vocab] of each.
+// The projections and experts run batched over all sequences; attention runs per
+// sequence. Errors (nothing changes): ErrSequence for a nil, released, foreign or
+// repeated sequence or len(ids) != len(seqs), ErrTokenID, ErrContextLength, ctx.Err().
+func (m *Model) Decode(ctx context.Context, seqs []*Sequence, ids []int32) ([][]float32, error) {
+	if len(seqs) != len(ids) {
+		return nil, fmt.Errorf("%w: %d sequences, %d ids", ErrSequence, len(seqs), len(ids))
+	}
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	if err := m.checkIDs(ids); err != nil {
+		return nil, err
+	}
+	seen := make(map[*Sequence]bool, len(seqs))
+	segs := make([]segment, len(seqs))
+	for i, s := range seqs {
+		if err := m.checkSeq(s); err != nil {
+			return nil, fmt.Errorf("seqs[%d]: %w", i, err)
+		}
+		if seen[s] {
+			return nil, fmt.Errorf("%w: seqs[%d] appears twice", ErrSequence, i)
+		}
+		seen[s] = true
+		if err := m.checkLen(s, 1); err != nil {
+			return nil, err
+		}
+		segs[i] = segment{&s.st, ids[i : i+1]}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return m.net.forward(ctx, segs, false)
+}
+
+// Restore makes a new Sequence of this model from a state taken by Sequence.Snapshot
+// (possibly on another engine with the same checkpoint). The state is validated against
+// the model's config (layer types, widths, rates and every length implied by Position)
+// and deep-copied. Errors: ErrSequence describing the first mismatch.
+func (m *Model) Restore(st *SequenceState) (*Sequence, error) {
+	if err := m.net.validate(st); err != nil {
+		return nil, err
+	}
+	return &Sequence{net: m.net, st: *st.clone()}, nil
+}

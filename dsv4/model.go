@@ -2,26 +2,86 @@ package dsv4
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 )
 
-// Model is a loaded DeepSeek-V4 model: its Config and typed Weights over the
-// memory-mapped checkpoint. Create it with Load; release it with Close.
+// Model is a loaded DeepSeek-V4 model: its Config, its typed Weights over the
+// memory-mapped checkpoint, and the float32 CPU form of those weights that the
+// forward pass runs (dequantized once at load: 4 bytes per parameter; see package
+// kernels). Create it with Load; release it with Close. A Model is safe for concurrent
+// use by several goroutines as long as each Sequence is used by one at a time.
 type Model struct {
 	cfg       *Config
 	weights   *Weights
 	ck        *Checkpoint
+	net       *network
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// newModel builds a Model over an opened, validated checkpoint. (The forward
-// pass state is set up here.)
+// newModel builds a Model over an opened, validated checkpoint: it dequantizes every
+// weight the forward pass reads to float32 (kernels' CPU backend reads only float32).
 func newModel(ctx context.Context, ck *Checkpoint, o *loadOptions) (*Model, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &Model{cfg: ck.Config(), weights: ck.Weights(), ck: ck}, nil
+	m := &Model{cfg: ck.Config(), weights: ck.Weights(), ck: ck}
+	src, err := newWeightsSource(ctx, m.weights)
+	if err != nil {
+		return nil, err
+	}
+	if m.net, err = build(m.cfg, src); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// weightsSource serves the typed Weights to the network builder by canonical name,
+// dequantizing each tensor to float32 on request.
+type weightsSource struct {
+	ctx     context.Context
+	tensors map[string]*Tensor
+}
+
+func newWeightsSource(ctx context.Context, w *Weights) (*weightsSource, error) {
+	s := &weightsSource{ctx: ctx, tensors: map[string]*Tensor{}}
+	err := w.Tensors(func(name string, t *Tensor) error {
+		s.tensors[name] = t
+		return nil
+	})
+	return s, err
+}
+
+func (s *weightsSource) lookup(name string, shape []int) (*Tensor, error) {
+	if err := s.ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, ok := s.tensors[name]
+	if !ok || t == nil {
+		return nil, &TensorError{Kind: ErrMissingTensor, Name: name}
+	}
+	if !slices.Equal(t.Shape, shape) {
+		return nil, &TensorError{Kind: ErrTensorShape, Name: t.Name, File: t.File, Detail: fmt.Sprintf("shape %v, want %v", t.Shape, shape)}
+	}
+	return t, nil
+}
+
+func (s *weightsSource) float32s(name string, shape ...int) ([]float32, error) {
+	t, err := s.lookup(name, shape)
+	if err != nil {
+		return nil, err
+	}
+	return t.Float32()
+}
+
+func (s *weightsSource) int32s(name string, shape ...int) ([]int32, error) {
+	t, err := s.lookup(name, shape)
+	if err != nil {
+		return nil, err
+	}
+	return t.Int32s()
 }
 
 // Config returns the model's configuration (read-only).
@@ -33,7 +93,8 @@ func (m *Model) Weights() *Weights { return m.weights }
 // Checkpoint returns the opened checkpoint the model reads from.
 func (m *Model) Checkpoint() *Checkpoint { return m.ck }
 
-// Close releases the model's memory mappings. Idempotent.
+// Close releases the model's memory mappings. Idempotent. The float32 weights of the
+// forward pass stay valid (they are copies), so open Sequences keep working.
 func (m *Model) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.ck.Close() })
 	return m.closeErr

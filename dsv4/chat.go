@@ -160,8 +160,8 @@ func (r *ChatRequest) validate() error {
 		default:
 			return paramErr(fmt.Sprintf("messages[%d].role", i), "unknown role %q", m.Role)
 		}
-		for _, p := range m.Content.Parts {
-			if p.Type != "text" {
+		for _, p := range m.ContentParts {
+			if p.Type != "text" && m.Role != "tool" {
 				return paramErr(fmt.Sprintf("messages[%d].content", i), "unsupported content part type %q", p.Type)
 			}
 		}
@@ -211,6 +211,9 @@ type chatRun struct {
 	forceAfter []int32
 	n          int
 	parallel   bool
+	prompts    [][]int32 // one per prompt of a batch; choices i*n..i*n+n-1
+	completion bool      // /v1/completions: no role, no parsing
+	echo       []string  // completion echo: prompt text per prompt
 }
 
 func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
@@ -225,7 +228,7 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Validate(e.b.vocabSize()); err != nil {
+	if err := p.Validate(e.b.VocabSize()); err != nil {
 		return nil, err
 	}
 	run := &chatRun{e: e, req: req, p: p, thinking: req.thinkingMode(), n: 1, parallel: true}
@@ -296,66 +299,89 @@ func (e *Engine) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 	if err != nil {
 		return nil, err
 	}
-	n := 1
-	if req.N != nil {
-		n = *req.N
-	}
-	resp := &ChatResponse{Choices: make([]ChatChoice, n)}
-	type acc struct {
-		content, reasoning strings.Builder
-		calls              []ToolCall
-	}
-	accs := make([]acc, n)
-	for i := range resp.Choices {
-		resp.Choices[i].Index = i
-		resp.Choices[i].Message.Role = "assistant"
-	}
+	var acc ChatAccumulator
 	for ch, err := range stream {
 		if err != nil {
 			return nil, err
 		}
-		if ch.Usage != nil {
-			resp.Usage = *ch.Usage
+		acc.Add(ch)
+	}
+	return acc.Response(), nil
+}
+
+// ChatAccumulator folds ChatStream chunks into a ChatResponse, as an
+// OpenAI client does: texts concatenate, tool calls collect by index.
+// The zero value is ready to use.
+type ChatAccumulator struct {
+	choices []ChatChoice
+	accs    []chatAcc
+	usage   Usage
+}
+
+type chatAcc struct {
+	content, reasoning strings.Builder
+	calls              []ToolCall
+}
+
+// Add folds one chunk in.
+func (a *ChatAccumulator) Add(ch *ChatChunk) {
+	if ch.Usage != nil {
+		a.usage = *ch.Usage
+		return
+	}
+	if ch.Index < 0 || ch.Index >= MaxChoices*MaxPromptBatch {
+		return
+	}
+	for ch.Index >= len(a.choices) {
+		a.choices = append(a.choices, ChatChoice{Index: len(a.choices), Message: ChatMessage{Role: "assistant"}})
+		a.accs = append(a.accs, chatAcc{})
+	}
+	c, acc := &a.choices[ch.Index], &a.accs[ch.Index]
+	acc.content.WriteString(ch.Delta.Content)
+	acc.reasoning.WriteString(ch.Delta.ReasoningContent)
+	for _, tc := range ch.Delta.ToolCalls {
+		if tc.Index < 0 || tc.Index > 1<<16 {
 			continue
 		}
-		c := &resp.Choices[ch.Index]
-		a := &accs[ch.Index]
-		a.content.WriteString(ch.Delta.Content)
-		a.reasoning.WriteString(ch.Delta.ReasoningContent)
-		for _, tc := range ch.Delta.ToolCalls {
-			for tc.Index >= len(a.calls) {
-				a.calls = append(a.calls, ToolCall{Type: "function"})
-			}
-			call := &a.calls[tc.Index]
-			if tc.ID != "" {
-				call.ID = tc.ID
-			}
-			call.Function.Name += tc.Function.Name
-			call.Function.Arguments += tc.Function.Arguments
+		for tc.Index >= len(acc.calls) {
+			acc.calls = append(acc.calls, ToolCall{Type: "function"})
 		}
-		if ch.Logprobs != nil {
-			if c.Logprobs == nil {
-				c.Logprobs = &ChatLogprobs{Content: []LogprobEntry{}}
-			}
-			c.Logprobs.Content = append(c.Logprobs.Content, ch.Logprobs.Content...)
+		call := &acc.calls[tc.Index]
+		if tc.ID != "" {
+			call.ID = tc.ID
 		}
-		if ch.FinishReason != "" {
-			c.FinishReason = ch.FinishReason
-			c.MatchedStop = ch.MatchedStop
-		}
+		call.Function.Name += tc.Function.Name
+		call.Function.Arguments += tc.Function.Arguments
 	}
-	for i := range resp.Choices {
-		c, a := &resp.Choices[i], &accs[i]
-		content := a.content.String()
-		if content != "" || len(a.calls) == 0 {
+	if ch.Logprobs != nil {
+		if c.Logprobs == nil {
+			c.Logprobs = &ChatLogprobs{Content: []LogprobEntry{}}
+		}
+		c.Logprobs.Content = append(c.Logprobs.Content, ch.Logprobs.Content...)
+	}
+	if ch.FinishReason != "" {
+		c.FinishReason = ch.FinishReason
+		c.MatchedStop = ch.MatchedStop
+	}
+}
+
+// Response returns the accumulated response. Content is nil (JSON null)
+// when the reply is only tool calls, as OpenAI returns it.
+func (a *ChatAccumulator) Response() *ChatResponse {
+	resp := &ChatResponse{Choices: make([]ChatChoice, len(a.choices)), Usage: a.usage}
+	for i := range a.choices {
+		c, acc := a.choices[i], &a.accs[i]
+		content := acc.content.String()
+		if content != "" || len(acc.calls) == 0 {
 			c.Message.Content = &content
 		}
-		if r := a.reasoning.String(); r != "" {
+		if r := acc.reasoning.String(); r != "" {
 			c.Message.ReasoningContent = &r
 		}
-		c.Message.ToolCalls = a.calls
+		c.Message.ToolCalls = acc.calls
+		resp.Choices[i] = c
 	}
-	return resp, nil
+	return resp
 }
 
 // ChatStream runs a chat request and returns an iterator over its chunks,
@@ -375,15 +401,23 @@ func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*C
 	if err != nil {
 		return nil, err
 	}
+	run.prompts = [][]int32{run.prompt}
+	return run.stream(ctx)
+}
+
+// stream starts every choice (n per prompt) and merges their chunks.
+func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], error) {
+	e := run.e
 	ctx, cancel := context.WithCancel(ctx)
-	reqs := make([]*request, run.n)
+	total := run.n * len(run.prompts)
+	reqs := make([]*request, total)
 	for i := range reqs {
 		p := run.p
 		if p.Seed != nil {
-			s := *p.Seed + int64(i)
+			s := *p.Seed + int64(i%run.n)
 			p.Seed = &s
 		}
-		r, err := e.start(ctx, run.prompt, p, run.forcer())
+		r, err := e.start(ctx, run.prompts[i/run.n], p, run.forcer())
 		if err != nil {
 			cancel()
 			return nil, err
@@ -392,9 +426,9 @@ func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*C
 	}
 	return func(yield func(*ChatChunk, error) bool) {
 		defer cancel()
-		out := make(chan *chatChunkOrErr, 16*run.n)
+		out := make(chan *chatChunkOrErr, 16*total)
 		var wg sync.WaitGroup
-		counts := make([]choiceCount, run.n)
+		counts := make([]choiceCount, total)
 		for i, r := range reqs {
 			wg.Add(1)
 			go func() {
@@ -422,7 +456,10 @@ func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*C
 		if !ok {
 			return
 		}
-		u := &Usage{PromptTokens: len(run.prompt)}
+		u := &Usage{}
+		for _, p := range run.prompts {
+			u.PromptTokens += len(p)
+		}
 		reasoning := 0
 		for _, c := range counts {
 			u.CompletionTokens += c.tokens
@@ -463,12 +500,15 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			return false
 		}
 	}
-	if !send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Delta: ChatDelta{Role: "assistant"}}}) {
-		return cnt
+	var parser outputParser = plainParser{}
+	if !run.completion {
+		if !send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Delta: ChatDelta{Role: "assistant"}}}) {
+			return cnt
+		}
+		parser = c.newParser(run.thinking, run.parseTools, run.tools)
 	}
 	dec := c.tok.NewDecoder()
 	stops := newStopMatcher(run.p.Stop)
-	parser := c.newParser(run.thinking, run.parseTools, run.tools)
 	callIDs := map[int]string{}
 	sawCalls := false
 	// deliver feeds text to the parser and sends the resulting deltas.
@@ -509,6 +549,11 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	}
 	if run.prefix != "" {
 		if !deliver(parser.Feed(run.prefix), nil, "", nil) {
+			return cnt
+		}
+	}
+	if run.echo != nil {
+		if !deliver([]ChatDelta{{Content: run.echo[idx/run.n]}}, nil, "", nil) {
 			return cnt
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/dsv4go/dsv4go/template"
 )
 
 // ChatRequest is an OpenAI chat-completions request (the fields SGLang and
@@ -55,77 +57,10 @@ type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// Message is one chat message. Content decodes from a string, null, or an
-// array of content parts (text parts are concatenated; other part types are
-// rejected by the renderer).
-type Message struct {
-	Role             string     `json:"role"`
-	Content          Content    `json:"content"`
-	ReasoningContent string     `json:"reasoning_content,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID       string     `json:"tool_call_id,omitempty"`
-	Name             string     `json:"name,omitempty"`
-}
-
-// Content is message content: a string, or text parts.
-type Content struct {
-	Text  string
-	Parts []ContentPart // non-nil when the wire form was an array
-	Null  bool          // the wire form was null or absent
-}
-
-// ContentPart is one element of an array content.
-type ContentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
-}
-
-// String returns the text: the string form, or the text parts joined.
-func (c Content) String() string {
-	if c.Parts == nil {
-		return c.Text
-	}
-	var b bytes.Buffer
-	for _, p := range c.Parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
-}
-
-// UnmarshalJSON accepts a string, null, or an array of parts.
-func (c *Content) UnmarshalJSON(b []byte) error {
-	*c = Content{}
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		c.Null = true
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		return json.Unmarshal(b, &c.Text)
-	case len(b) > 0 && b[0] == '[':
-		var parts []ContentPart
-		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
-		}
-		if parts == nil {
-			parts = []ContentPart{}
-		}
-		c.Parts = parts
-		return nil
-	}
-	return fmt.Errorf("content must be a string, null or an array of parts")
-}
-
-// MarshalJSON writes the string form (null when Null).
-func (c Content) MarshalJSON() ([]byte, error) {
-	if c.Null && c.Parts == nil && c.Text == "" {
-		return []byte("null"), nil
-	}
-	if c.Parts != nil {
-		return json.Marshal(c.Parts)
-	}
-	return json.Marshal(c.Text)
-}
+// Message is one chat message in the OpenAI shape, with DeepSeek's
+// encoder extras (reasoning_content, task, wo_eos, developer and
+// latest_reminder roles); see template.Message for its JSON forms.
+type Message = template.Message
 
 // Tool is an OpenAI tool declaration.
 type Tool struct {
@@ -133,13 +68,38 @@ type Tool struct {
 	Function FunctionDecl `json:"function"`
 }
 
-// FunctionDecl declares a function tool. Parameters is kept as raw JSON so
-// the prompt renders its keys in the order the client sent them.
+// FunctionDecl declares a function tool. The JSON object as received is
+// kept, so the prompt renders its keys in the order the client sent them
+// (DeepSeek's encoder prints it with Python's json.dumps).
 type FunctionDecl struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
+	raw         json.RawMessage
+}
+
+// UnmarshalJSON decodes the fields and keeps the object's bytes.
+func (f *FunctionDecl) UnmarshalJSON(b []byte) error {
+	type plain FunctionDecl
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*f = FunctionDecl(p)
+	f.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// JSON returns the function object as received, or re-encoded when it was
+// built in Go.
+func (f *FunctionDecl) JSON() json.RawMessage {
+	if f.raw != nil {
+		return f.raw
+	}
+	type plain FunctionDecl
+	b, _ := json.Marshal(plain(*f))
+	return b
 }
 
 // ToolCall is a function call in an assistant message.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dsv4go/dsv4go/tokenizer"
 )
 
 // Errors of the Engine. Servers map ErrQueueFull and ErrEngineClosed to HTTP
@@ -48,6 +50,20 @@ type EngineOptions struct {
 	// DefaultMaxTokens applies when a request sets no MaxTokens. 0 means
 	// the rest of the context.
 	DefaultMaxTokens int
+
+	// Tokenizer enables Chat and Complete. NewEngine loads tokenizer.json
+	// from the model's directory when it is nil; NewEngineWithBackend
+	// leaves the engine token-only.
+	Tokenizer *tokenizer.Tokenizer
+	// Encoding is the chat prompt encoding: EncodingV4 (default) or
+	// EncodingV32.
+	Encoding string
+	// ReasoningParser and ToolCallParser name the output parsers (package
+	// parse; SGLang's --reasoning-parser / --tool-call-parser names:
+	// "deepseek-v4", "deepseek-v3", "deepseek-r1"; "deepseek-v4",
+	// "deepseekv32", "deepseekv31", "deepseekv3"). "" picks the
+	// encoding's own; "none" disables one.
+	ReasoningParser, ToolCallParser string
 }
 
 func (o *EngineOptions) fill() {
@@ -109,7 +125,7 @@ type statsCounters struct {
 //
 // An Engine is safe for concurrent use. Close it to stop the loop.
 type Engine struct {
-	b      backend
+	b      Backend
 	s      *scheduler
 	cancel context.CancelFunc
 	chat   *chatCodec // nil when the engine has no tokenizer (token API only)
@@ -118,7 +134,24 @@ type Engine struct {
 	closed sync.Once
 }
 
-func newEngine(b backend, opts EngineOptions) *Engine {
+// NewEngineWithBackend starts an Engine on any Backend. With
+// opts.Tokenizer set, Chat and Complete work too. Errors: an unknown
+// encoding or parser name.
+func NewEngineWithBackend(b Backend, opts EngineOptions) (*Engine, error) {
+	var codec *chatCodec
+	if opts.Tokenizer != nil {
+		c, err := newTokenizerCodec(&opts)
+		if err != nil {
+			return nil, err
+		}
+		codec = c
+	}
+	e := newEngine(b, opts)
+	e.chat = codec
+	return e, nil
+}
+
+func newEngine(b Backend, opts EngineOptions) *Engine {
 	opts.fill()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{b: b, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -165,10 +198,10 @@ func (e *Engine) Stats() EngineStats {
 }
 
 // VocabSize is the number of logits per position.
-func (e *Engine) VocabSize() int { return e.b.vocabSize() }
+func (e *Engine) VocabSize() int { return e.b.VocabSize() }
 
 // MaxContext is the model's context length in tokens.
-func (e *Engine) MaxContext() int { return e.b.maxContext() }
+func (e *Engine) MaxContext() int { return e.b.MaxContext() }
 
 func (e *Engine) newSeed() uint64 {
 	e.seedMu.Lock()
@@ -178,19 +211,19 @@ func (e *Engine) newSeed() uint64 {
 
 // start validates and queues one generation.
 func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, forcer func(int32) []int32) (*request, error) {
-	if err := p.Validate(e.b.vocabSize()); err != nil {
+	if err := p.Validate(e.b.VocabSize()); err != nil {
 		return nil, err
 	}
 	if len(prompt) == 0 {
 		return nil, paramErr("prompt", "empty prompt")
 	}
-	vocab := e.b.vocabSize()
+	vocab := e.b.VocabSize()
 	for _, t := range prompt {
 		if t < 0 || int(t) >= vocab {
 			return nil, paramErr("prompt", "token id %d out of range [0, %d)", t, vocab)
 		}
 	}
-	ctxLen := e.b.maxContext()
+	ctxLen := e.b.MaxContext()
 	if len(prompt) >= ctxLen {
 		return nil, fmt.Errorf("%w: %d prompt tokens, context %d", ErrContextLength, len(prompt), ctxLen)
 	}
@@ -208,9 +241,9 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 	r := &request{
 		ctx:       ctx,
 		prompt:    prompt,
-		samp:      newSampler(p, prompt, e.b.eosIDs(), e.newSeed()),
+		samp:      newSampler(p, prompt, e.b.EOS(), e.newSeed()),
 		maxTokens: maxTok,
-		reserve:   e.b.stateBytes(len(prompt) + maxTok),
+		reserve:   e.b.StateBytes(len(prompt) + maxTok),
 		forcer:    forcer,
 		enqueued:  time.Now(),
 		notify:    make(chan struct{}, 1),

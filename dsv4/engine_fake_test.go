@@ -50,7 +50,7 @@ type fakeBackend struct {
 	decodeDelay   func() // optional hook inside decode
 }
 
-func (b *fakeBackend) newSeq() backendSeq {
+func (b *fakeBackend) NewSequence() BackendSequence {
 	b.live.Add(1)
 	return &fakeSeq{b: b}
 }
@@ -91,7 +91,7 @@ func (b *fakeBackend) logits(toks []int32) []float32 {
 	return out
 }
 
-func (b *fakeBackend) prefill(ctx context.Context, s backendSeq, ids []int32) ([]float32, error) {
+func (b *fakeBackend) Prefill(ctx context.Context, s BackendSequence, ids []int32) ([]float32, error) {
 	fs := s.(*fakeSeq)
 	if fs.released.Load() {
 		panic("prefill on released sequence")
@@ -101,7 +101,7 @@ func (b *fakeBackend) prefill(ctx context.Context, s backendSeq, ids []int32) ([
 	return b.logits(fs.toks), nil
 }
 
-func (b *fakeBackend) decode(ctx context.Context, seqs []backendSeq, ids []int32) ([][]float32, error) {
+func (b *fakeBackend) Decode(ctx context.Context, seqs []BackendSequence, ids []int32) ([][]float32, error) {
 	if b.decodeDelay != nil {
 		b.decodeDelay()
 	}
@@ -131,15 +131,15 @@ func (b *fakeBackend) note(n int, kind string) {
 	b.maxStepTokens = max(b.maxStepTokens, b.stepTokens)
 }
 
-func (b *fakeBackend) stateBytes(n int) int64 { return int64(n) * max(b.perToken, 1) }
-func (b *fakeBackend) vocabSize() int         { return fakeVocab }
-func (b *fakeBackend) maxContext() int {
+func (b *fakeBackend) StateBytes(n int) int64 { return int64(n) * max(b.perToken, 1) }
+func (b *fakeBackend) VocabSize() int         { return fakeVocab }
+func (b *fakeBackend) MaxContext() int {
 	if b.ctxLen == 0 {
 		return 4096
 	}
 	return b.ctxLen
 }
-func (b *fakeBackend) eosIDs() []int32 { return []int32{fakeEOS} }
+func (b *fakeBackend) EOS() []int32 { return []int32{fakeEOS} }
 
 // fakeTok: ids 0..255 are bytes; specials below.
 type fakeTok struct{}
@@ -212,7 +212,7 @@ func (d *fakeDecoder) Flush() string {
 func fakeRender(req *ChatRequest, thinking bool, tools []Tool) (string, error) {
 	var b strings.Builder
 	for _, m := range req.Messages {
-		b.WriteString(m.Role + ":" + m.Content.String() + "|")
+		b.WriteString(m.Role + ":" + m.Content + "|")
 	}
 	if len(tools) > 0 {
 		b.WriteString("[tools:")

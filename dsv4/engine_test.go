@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dsv4go/dsv4go/template"
 )
 
 func closeEngine(t *testing.T, e *Engine) {
@@ -281,7 +283,7 @@ func TestEngineErrors(t *testing.T) {
 }
 
 func chatReq(user string) *ChatRequest {
-	return &ChatRequest{Messages: []Message{{Role: "user", Content: Content{Text: user}}}, Temperature: ptr(0.0)}
+	return &ChatRequest{Messages: []Message{{Role: "user", Content: user}}, Temperature: ptr(0.0)}
 }
 
 func TestChat(t *testing.T) {
@@ -444,7 +446,7 @@ func TestChatInvalid(t *testing.T) {
 		func(r *ChatRequest) { r.LogitBias = map[string]float64{"abc": 1} },
 		func(r *ChatRequest) { r.LogitBias = map[string]float64{"100000": 1} },
 		func(r *ChatRequest) { r.ReasoningEffort = "extreme" },
-		func(r *ChatRequest) { r.Messages[0].Content = Content{Parts: []ContentPart{{Type: "image_url"}}} },
+		func(r *ChatRequest) { r.Messages[0].ContentParts = []template.ContentPart{{Type: "image_url"}} },
 	}
 	for i, edit := range cases {
 		r := chatReq("q")

@@ -7,22 +7,33 @@ import (
 	"time"
 )
 
-// backend is the compute the scheduler drives: *Model through modelBackend,
-// fakes in tests. Calls come from the scheduler goroutine only.
-type backend interface {
-	newSeq() backendSeq
-	prefill(ctx context.Context, s backendSeq, ids []int32) ([]float32, error)
-	decode(ctx context.Context, seqs []backendSeq, ids []int32) ([][]float32, error)
-	// stateBytes is the state memory of one sequence holding n tokens.
-	stateBytes(n int) int64
-	vocabSize() int
-	maxContext() int
-	eosIDs() []int32
+// Backend is the compute an Engine schedules. NewEngine wraps a *Model;
+// NewEngineWithBackend takes any implementation (a mock in tests, a remote
+// or accelerator-specific model). The Engine calls it from one goroutine
+// only, so implementations need not be safe for concurrent use.
+type Backend interface {
+	// NewSequence allocates an empty sequence (its KV state).
+	NewSequence() BackendSequence
+	// Prefill appends ids (≥ 1) to seq and returns the logits [vocab] of
+	// the last position. It is called repeatedly for chunked prefill.
+	Prefill(ctx context.Context, seq BackendSequence, ids []int32) ([]float32, error)
+	// Decode appends ids[i] to seqs[i] for every i in one batched step and
+	// returns the logits [len(seqs)][vocab].
+	Decode(ctx context.Context, seqs []BackendSequence, ids []int32) ([][]float32, error)
+	// StateBytes is the state memory of one sequence holding n tokens,
+	// in bytes (used for admission control).
+	StateBytes(n int) int64
+	// VocabSize is the number of logits per position.
+	VocabSize() int
+	// MaxContext is the context length in tokens.
+	MaxContext() int
+	// EOS lists the end-of-sequence token ids.
+	EOS() []int32
 }
 
-// backendSeq is one sequence's state in the backend; Release frees it and is
-// idempotent.
-type backendSeq interface{ Release() }
+// BackendSequence is one sequence's state in a Backend. Release frees it
+// and must be idempotent.
+type BackendSequence interface{ Release() }
 
 // tokenEvent is one generated token (or the end) handed from the scheduler to
 // a request's consumer.
@@ -43,7 +54,7 @@ type request struct {
 	enqueued  time.Time
 
 	// scheduler
-	seq       backendSeq
+	seq       BackendSequence
 	pending   []int32 // tokens to feed next
 	prefilled bool    // the prompt is fully fed
 	nOut      int
@@ -87,7 +98,7 @@ func (r *request) stopRequested() bool {
 
 // scheduler runs the continuous-batching loop of an Engine.
 type scheduler struct {
-	b    backend
+	b    Backend
 	opts EngineOptions
 
 	mu       sync.Mutex
@@ -217,7 +228,7 @@ func (s *scheduler) admit() {
 		}
 		s.waiting = slices.Delete(s.waiting, 0, 1)
 		s.dequeued()
-		r.seq = s.b.newSeq()
+		r.seq = s.b.NewSequence()
 		r.pending = r.prompt
 		r.admitted = time.Now()
 		s.used += r.reserve
@@ -274,14 +285,14 @@ func (s *scheduler) step(ctx context.Context) {
 	budget := s.opts.StepTokens - len(dec)
 	var ended []*request
 	if len(dec) > 0 {
-		seqs := make([]backendSeq, len(dec))
+		seqs := make([]BackendSequence, len(dec))
 		ids := make([]int32, len(dec))
 		for i, r := range dec {
 			seqs[i] = r.seq
 			ids[i] = r.pending[0]
 		}
 		t0 := time.Now()
-		logits, err := s.b.decode(ctx, seqs, ids)
+		logits, err := s.b.Decode(ctx, seqs, ids)
 		s.stats.decodeSteps.Add(1)
 		s.stats.decodeNanos.Add(int64(time.Since(t0)))
 		for i, r := range dec {
@@ -303,7 +314,7 @@ func (s *scheduler) step(ctx context.Context) {
 		n := min(len(r.pending), max(budget, 1))
 		chunk := r.pending[:n]
 		t0 := time.Now()
-		logits, err := s.b.prefill(ctx, r.seq, chunk)
+		logits, err := s.b.Prefill(ctx, r.seq, chunk)
 		s.stats.prefillNanos.Add(int64(time.Since(t0)))
 		s.stats.prefillTokens.Add(int64(n))
 		budget -= n
@@ -338,7 +349,7 @@ func (s *scheduler) emit(r *request, logits []float32) bool {
 	r.nOut++
 	s.stats.genTokens.Add(1)
 	ev := tokenEvent{Token: Token{ID: tok, Logprob: lp, TopLogprobs: top}}
-	ctxLen := s.b.maxContext()
+	ctxLen := s.b.MaxContext()
 	switch {
 	case r.samp.isStop(tok) && r.nOut > r.samp.p.MinTokens-1:
 		ev.FinishReason = "stop"

@@ -1,0 +1,201 @@
+package dsv4
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+)
+
+// MaxPromptBatch bounds the number of prompts of one completion request.
+const MaxPromptBatch = 64
+
+// CompletionRequest is an OpenAI (legacy) completions request: raw prompt
+// text or token ids in, text out, no chat encoding and no parsing.
+type CompletionRequest struct {
+	Model string `json:"model,omitempty"`
+	// Prompt: a string, an array of strings, an array of token ids, or an
+	// array of arrays of token ids.
+	Prompt Prompt `json:"prompt"`
+	// MaxTokens defaults to 16, as in the OpenAI API.
+	MaxTokens         *int               `json:"max_tokens,omitempty"`
+	MinTokens         int                `json:"min_tokens,omitempty"`
+	Temperature       *float64           `json:"temperature,omitempty"`
+	TopP              *float64           `json:"top_p,omitempty"`
+	TopK              *int               `json:"top_k,omitempty"`
+	MinP              float64            `json:"min_p,omitempty"`
+	Seed              *int64             `json:"seed,omitempty"`
+	PresencePenalty   float64            `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  float64            `json:"frequency_penalty,omitempty"`
+	RepetitionPenalty float64            `json:"repetition_penalty,omitempty"`
+	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
+	Stop              StringList         `json:"stop,omitempty"`
+	StopTokenIDs      []int32            `json:"stop_token_ids,omitempty"`
+	IgnoreEOS         bool               `json:"ignore_eos,omitempty"`
+	N                 *int               `json:"n,omitempty"`
+	// Logprobs (an integer here, 0..5 in OpenAI's API, up to 20 here)
+	// returns that many alternatives per token.
+	Logprobs *int `json:"logprobs,omitempty"`
+	// Echo prepends the prompt to the output text.
+	Echo          bool           `json:"echo,omitempty"`
+	Suffix        *string        `json:"suffix,omitempty"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+}
+
+// Prompt is a completion prompt: texts or token-id sequences.
+type Prompt struct {
+	Texts []string
+	IDs   [][]int32
+}
+
+// UnmarshalJSON accepts the four OpenAI forms.
+func (p *Prompt) UnmarshalJSON(b []byte) error {
+	*p = Prompt{}
+	b = bytes.TrimSpace(b)
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		p.Texts = []string{s}
+		return nil
+	}
+	var ss []string
+	if err := json.Unmarshal(b, &ss); err == nil {
+		p.Texts = ss
+		return nil
+	}
+	var ids []int32
+	if err := json.Unmarshal(b, &ids); err == nil {
+		p.IDs = [][]int32{ids}
+		return nil
+	}
+	var many [][]int32
+	if err := json.Unmarshal(b, &many); err == nil {
+		p.IDs = many
+		return nil
+	}
+	return fmt.Errorf("prompt must be a string, an array of strings, or token ids")
+}
+
+// sampling converts the request's sampling fields (defaults: temperature
+// 1, max_tokens 16).
+func (r *CompletionRequest) sampling() (SamplingParams, error) {
+	cr := ChatRequest{
+		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, MinP: r.MinP, Seed: r.Seed,
+		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
+		RepetitionPenalty: r.RepetitionPenalty, LogitBias: r.LogitBias, Stop: r.Stop,
+		StopTokenIDs: r.StopTokenIDs, IgnoreEOS: r.IgnoreEOS, MinTokens: r.MinTokens,
+		MaxTokens: r.MaxTokens,
+	}
+	if r.MaxTokens == nil {
+		cr.MaxTokens = new(int)
+		*cr.MaxTokens = 16
+	}
+	if r.Logprobs != nil {
+		if *r.Logprobs < 0 || *r.Logprobs > MaxTopLogprobs {
+			return SamplingParams{}, paramErr("logprobs", "must be in [0, %d], got %d", MaxTopLogprobs, *r.Logprobs)
+		}
+		cr.Logprobs = true
+		cr.TopLogprobs = r.Logprobs
+	}
+	return cr.Sampling()
+}
+
+// CompleteStream runs a completions request and returns an iterator over
+// its chunks: Delta.Content carries text (with Echo, the prompt first),
+// each choice ends with a chunk carrying its FinishReason ("stop" or
+// "length"), and a last chunk (Index -1) carries the Usage. Choice i*n+j is
+// the j-th completion of prompt i. Errors as ChatStream's.
+func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (iter.Seq2[*ChatChunk, error], error) {
+	c := e.chat
+	if c == nil {
+		return nil, ErrNoChat
+	}
+	p, err := req.sampling()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(e.b.VocabSize()); err != nil {
+		return nil, err
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		return nil, paramErr("suffix", "not supported")
+	}
+	run := &chatRun{e: e, p: p, n: 1, completion: true}
+	if req.N != nil {
+		if *req.N < 1 || *req.N > MaxChoices {
+			return nil, paramErr("n", "must be in [1, %d], got %d", MaxChoices, *req.N)
+		}
+		run.n = *req.N
+	}
+	switch {
+	case len(req.Prompt.Texts) > 0:
+		for _, t := range req.Prompt.Texts {
+			if t == "" {
+				return nil, paramErr("prompt", "must not be empty")
+			}
+			if c.maxPromptBytes > 0 && len(t) > c.maxPromptBytes {
+				return nil, fmt.Errorf("%w: prompt of %d bytes", ErrContextLength, len(t))
+			}
+			ids, err := c.tok.Encode(t)
+			if err != nil {
+				return nil, err
+			}
+			run.prompts = append(run.prompts, ids)
+			run.echo = append(run.echo, t)
+		}
+	case len(req.Prompt.IDs) > 0:
+		for _, ids := range req.Prompt.IDs {
+			run.prompts = append(run.prompts, ids)
+			if req.Echo {
+				dec := c.tok.NewDecoder()
+				var b bytes.Buffer
+				for _, id := range ids {
+					if id < 0 || int(id) >= e.b.VocabSize() {
+						return nil, paramErr("prompt", "token id %d out of range", id)
+					}
+					b.WriteString(dec.Add(id))
+				}
+				b.WriteString(dec.Flush())
+				run.echo = append(run.echo, b.String())
+			}
+		}
+	default:
+		return nil, paramErr("prompt", "must not be empty")
+	}
+	if len(run.prompts) > MaxPromptBatch {
+		return nil, paramErr("prompt", "at most %d prompts, got %d", MaxPromptBatch, len(run.prompts))
+	}
+	if !req.Echo {
+		run.echo = nil
+	}
+	return run.stream(ctx)
+}
+
+// CompletionLogprobs is the legacy completions logprobs object.
+type CompletionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// LegacyLogprobs converts chat-style logprob entries to the completions
+// form; offset is the text length before the first entry.
+func LegacyLogprobs(entries []LogprobEntry, offset int) *CompletionLogprobs {
+	out := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+	for _, e := range entries {
+		out.Tokens = append(out.Tokens, e.Token)
+		out.TokenLogprobs = append(out.TokenLogprobs, e.Logprob)
+		top := map[string]float32{}
+		for _, t := range e.TopLogprobs {
+			if _, dup := top[t.Token]; !dup {
+				top[t.Token] = t.Logprob
+			}
+		}
+		out.TopLogprobs = append(out.TopLogprobs, top)
+		out.TextOffset = append(out.TextOffset, offset)
+		offset += len(e.Token)
+	}
+	return out
+}

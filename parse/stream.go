@@ -466,14 +466,6 @@ func (s *Stream) leak(t string) {
 	s.emitContent(t)
 }
 
-// envelope keeps block syntax: dropped once the block produced a call,
-// held (for leak) before.
-func (s *Stream) envelope(t string) {
-	if !s.commit {
-		s.raw.WriteString(t)
-	}
-}
-
 func (s *Stream) commitBlock() {
 	s.commit = true
 	s.raw.Reset()
@@ -527,16 +519,24 @@ func (s *Stream) text(t string, off int) {
 	}
 }
 
+// blockGap handles text between calls: blanks are envelope (held until the
+// gap ends, then dropped once the block has a call), anything else is kept
+// as content together with the blanks before it.
 func (s *Stream) blockGap(t string, off int) {
 	if !s.gapDirty && isBlank(t) {
-		s.envelope(t)
+		if s.commit {
+			s.hold += t
+		} else {
+			s.raw.WriteString(t)
+		}
 		return
 	}
 	if !s.gapDirty {
 		s.gapDirty = true
 		s.diag(ErrMalformedToolCall, off+firstNonBlank(t), "text between calls")
 	}
-	s.leak(t)
+	s.leak(s.hold + t)
+	s.hold = ""
 }
 
 // ---- markers ----
@@ -577,6 +577,7 @@ func (s *Stream) marker(m marker, off int) {
 		}
 	case stBlock:
 		s.gapDirty = false
+		s.hold = ""
 		switch m.id {
 		case mInvOpen:
 			s.headRaw = m.s
@@ -628,6 +629,7 @@ func (s *Stream) marker(m marker, off int) {
 		}
 	case stXBlock:
 		s.gapDirty = false
+		s.hold = ""
 		switch m.id {
 		case mXCallBegin:
 			s.headRaw = m.s
@@ -939,6 +941,7 @@ func (s *Stream) finish() {
 	case stAfter:
 		s.hold = ""
 	case stBlock, stXBlock:
+		s.hold = ""
 		s.diag(ErrUnterminatedToolCall, end, "block not closed")
 	case stInvHead:
 		s.diag(ErrUnterminatedToolCall, end, "invoke header not closed")

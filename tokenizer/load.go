@@ -484,4 +484,3 @@ func byteLevelEncode(s string) string {
 	}
 	return sb.String()
 }
-

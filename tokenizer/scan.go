@@ -33,14 +33,14 @@ func scannerFor(pattern string) matcher {
 
 // Character class bits.
 const (
-	clL     = 1 << iota // \p{L}
-	clM                 // \p{M}
-	clN                 // \p{N}
-	clP                 // \p{P}
-	clS                 // \p{S}
-	clSpace             // \s (unicode.IsSpace, as regexp2)
-	clCJK               // [一-龥぀-ゟ゠-ヿ]
-	clPunctASCII        // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]
+	clL          = 1 << iota // \p{L}
+	clM                      // \p{M}
+	clN                      // \p{N}
+	clP                      // \p{P}
+	clS                      // \p{S}
+	clSpace                  // \s (unicode.IsSpace, as regexp2)
+	clCJK                    // [一-龥぀-ゟ゠-ヿ]
+	clPunctASCII             // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]
 )
 
 var (

@@ -10,6 +10,10 @@ It writes (deterministically, seed 0, transformers' DeepseekV4ForCausalLM):
   dsv4/testdata/ckpt_hf_bf16/reference.json
       input ids and transformers' float32 logits of the last position, so
       Go tests can check that the checkpoint is the model it claims to be.
+With --numfmt it writes internal/numfmt/testdata/goldens.json: torch's
+float32 -> bfloat16 casts (round-to-nearest-even, NaN kept) of special,
+tie and random bit patterns, the float32 value of all 256 float8_e4m3fn
+codes, and torch's float32 -> float8_e4m3fn casts of in-range values.
 With --goldens it instead reads the Go-converted checkpoints
 (dsv4/testdata/ckpt_fp8_mxfp4, ckpt_nvfp4; made by `go test ./dsv4/convert
 -update`) and writes dsv4/testdata/dequant_goldens.json: for every
@@ -131,8 +135,48 @@ def gen_goldens() -> None:
         f.write("\n")
 
 
+def gen_numfmt() -> None:
+    import random
+    import struct
+
+    rng = random.Random(0)
+    bits = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001, 0x7FFFFFFF,
+            0x00000001, 0x807FFFFF, 0x3F800000, 0x7F7FFFFF, 0x7F7F8000, 0x7F7F7FFF, 0xFF7F8000]
+    for _ in range(300):  # exact ties: low 16 bits = 0x8000, both parities
+        bits.append((rng.getrandbits(16) << 16) | 0x8000)
+    for _ in range(300):  # near ties
+        bits.append((rng.getrandbits(16) << 16) | rng.choice([0x7FFF, 0x8001, 0x0001, 0xFFFF]))
+    for _ in range(2000):
+        bits.append(rng.getrandbits(32))
+    f = torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    bf = f.to(torch.bfloat16).view(torch.int16).to(torch.int64) & 0xFFFF
+    codes = torch.arange(256, dtype=torch.int64).to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float32)
+    e4m3_f32 = [struct.unpack("<I", struct.pack("<f", v))[0] for v in codes.tolist()]
+    vals = [rng.uniform(-460, 460) for _ in range(1500)] + [rng.uniform(-0.03, 0.03) for _ in range(500)]
+    vals += [m * 2.0**e for e in range(-10, 9) for m in (1.0625, 1.1875, 1.0, 1.5)]  # ties on the 3-bit grid
+    vt = torch.tensor(vals, dtype=torch.float32)
+    enc = vt.to(torch.float8_e4m3fn).view(torch.uint8).tolist()
+    out = {
+        "bf16": [[b, int(r)] for b, r in zip(bits, bf.tolist())],
+        "e4m3_decode_f32_bits": e4m3_f32,
+        "e4m3_encode": [[struct.unpack("<I", struct.pack("<f", v))[0], c] for v, c in zip(vt.tolist(), enc)],
+        "torch": torch.__version__,
+    }
+    d = os.path.join(ROOT, "internal", "numfmt", "testdata")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "goldens.json"), "w") as fh:
+        json.dump(out, fh)
+        fh.write("\n")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--goldens", action="store_true", help="write dequant_goldens.json from the converted checkpoints")
+    ap.add_argument("--numfmt", action="store_true", help="write internal/numfmt/testdata/goldens.json")
     args = ap.parse_args()
-    gen_goldens() if args.goldens else gen_checkpoints()
+    if args.numfmt:
+        gen_numfmt()
+    elif args.goldens:
+        gen_goldens()
+    else:
+        gen_checkpoints()

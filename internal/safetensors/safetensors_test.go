@@ -1,0 +1,190 @@
+package safetensors
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func writeRaw(t *testing.T, header string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.safetensors")
+	b := make([]byte, 8, 8+len(header)+len(data))
+	binary.LittleEndian.PutUint64(b, uint64(len(header)))
+	b = append(b, header...)
+	b = append(b, data...)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRoundTrip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.safetensors")
+	in := []WriteTensor{
+		{Name: "w", DType: BF16, Shape: []int64{2, 3}, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+		{Name: "s", DType: F32, Shape: []int64{}, Data: []byte{0, 0, 128, 63}},
+		{Name: "e", DType: F8E8M0, Shape: []int64{0}, Data: nil},
+		{Name: "i", DType: I64, Shape: []int64{1}, Data: []byte{7, 0, 0, 0, 0, 0, 0, 0}},
+	}
+	if err := WriteFile(p, in, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Header().Metadata["format"] != "pt" {
+		t.Errorf("metadata %v", f.Header().Metadata)
+	}
+	if f.Header().DataOffset%8 != 0 {
+		t.Errorf("data offset %d not 8-aligned", f.Header().DataOffset)
+	}
+	for _, w := range in {
+		got, err := f.Data(w.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(w.Data) {
+			t.Errorf("%s: %v want %v", w.Name, got, w.Data)
+		}
+		info, ok := f.Info(w.Name)
+		if !ok || info.DType != w.DType || len(info.Shape) != len(w.Shape) {
+			t.Errorf("%s: info %+v", w.Name, info)
+		}
+	}
+	if _, err := f.Data("nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing: %v", err)
+	}
+	f.Close()
+	if _, err := f.Data("w"); !errors.Is(err, ErrClosed) {
+		t.Errorf("after close: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	four := []byte{1, 2, 3, 4}
+	tests := []struct {
+		name   string
+		header string
+		data   []byte
+		want   error
+	}{
+		{"bad json", `{"a":`, nil, ErrHeader},
+		{"not object", `[1,2]`, nil, ErrHeader},
+		{"null", `null`, nil, ErrHeader},
+		{"missing field", `{"a":{"dtype":"F32","shape":[1]}}`, four, ErrHeader},
+		{"unknown dtype", `{"a":{"dtype":"Q7","shape":[1],"data_offsets":[0,4]}}`, four, ErrDType},
+		{"negative dim", `{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, four, ErrShape},
+		{"size mismatch", `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, four, ErrShape},
+		{"out of range", `{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, four, ErrOffsets},
+		{"truncated data", `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, four, ErrTruncated},
+		{"overlap", `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}`, four, ErrOffsets},
+		{"hole", `{"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}`, four, ErrOffsets},
+		{"reversed", `{"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}}`, four, ErrOffsets},
+		{"rank", `{"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}}`, four[:1], ErrLimit},
+		{"overflow", `{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,4]}}`, four, ErrShape},
+		{"trailing", `{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}} {}`, four, ErrHeader},
+		{"bad metadata", `{"__metadata__":{"a":1}}`, nil, ErrHeader},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := writeRaw(t, tt.header, tt.data)
+			_, err := Open(p)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			var se *Error
+			if !errors.As(err, &se) || se.File != p {
+				t.Errorf("error does not name the file: %v", err)
+			}
+		})
+	}
+}
+
+func TestTruncatedPrefix(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.safetensors")
+	os.WriteFile(short, []byte{1, 2, 3}, 0o644)
+	if _, err := Open(short); !errors.Is(err, ErrTruncated) {
+		t.Errorf("3-byte file: %v", err)
+	}
+	long := filepath.Join(dir, "long.safetensors")
+	b := make([]byte, 16)
+	binary.LittleEndian.PutUint64(b, 100)
+	os.WriteFile(long, b, 0o644)
+	if _, err := Open(long); !errors.Is(err, ErrTruncated) {
+		t.Errorf("header past EOF: %v", err)
+	}
+	huge := filepath.Join(dir, "huge.safetensors")
+	binary.LittleEndian.PutUint64(b, 1<<40)
+	os.WriteFile(huge, b, 0o644)
+	if _, err := Open(huge); !errors.Is(err, ErrLimit) {
+		t.Errorf("huge header: %v", err)
+	}
+	if _, err := Open(filepath.Join(dir, "absent")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("absent: %v", err)
+	}
+}
+
+func TestIndex(t *testing.T) {
+	ix, err := ParseIndex("i.json", []byte(`{"metadata":{"total_size":8},"weight_map":{"a":"m-1.safetensors","b":"m-2.safetensors","c":"m-1.safetensors"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ix.Shards(); len(s) != 2 || s[0] != "m-1.safetensors" {
+		t.Errorf("shards %v", s)
+	}
+	for _, bad := range []string{`{}`, `{"weight_map":{"a":"../x.safetensors"}}`, `{"weight_map":{"a":""}}`, `[`, `{"weight_map":{"a":"/etc/passwd"}}`} {
+		if _, err := ParseIndex("i.json", []byte(bad)); !errors.Is(err, ErrIndex) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func FuzzHeader(f *testing.F) {
+	f.Add([]byte(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`), int64(4))
+	f.Add([]byte(`{"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},"s":{"dtype":"F8_E8M0","shape":[1,1],"data_offsets":[8,9]}}`), int64(9))
+	f.Add([]byte(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}`), int64(4))
+	f.Add([]byte(`{"a":{"dtype":"F4","shape":[3,2],"data_offsets":[0,3]}}`), int64(3))
+	f.Add([]byte(`{}`), int64(0))
+	f.Fuzz(func(t *testing.T, b []byte, size int64) {
+		h, err := ParseHeader(b, size)
+		if err != nil {
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			return
+		}
+		// Invariants of an accepted header.
+		var pos int64
+		for _, ti := range h.Tensors {
+			if ti.Begin != pos || ti.End < ti.Begin {
+				t.Fatalf("bad layout accepted: %+v at %d", ti, pos)
+			}
+			n, err := byteLen(ti.DType, ti.Shape)
+			if err != nil || n != ti.End-ti.Begin {
+				t.Fatalf("size mismatch accepted: %+v", ti)
+			}
+			pos = ti.End
+		}
+		if size >= 0 && pos > size {
+			t.Fatalf("data past the end accepted: %d > %d", pos, size)
+		}
+		// Re-encoding the accepted tensors must parse again.
+		enc, _, err := EncodeHeader(h.Tensors, h.Metadata)
+		if err != nil {
+			t.Fatalf("EncodeHeader: %v", err)
+		}
+		if _, err := ParseHeader(enc[8:], pos); err != nil {
+			t.Fatalf("re-parse: %v", err)
+		}
+	})
+}

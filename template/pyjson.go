@@ -169,6 +169,7 @@ type dumpOptions struct {
 	ItemSep     string  // default ", " (or "," with Indent)
 	KeySep      string  // default ": "
 	SortKeys    bool
+	SepsSet     bool // ItemSep/KeySep given explicitly (may be "")
 }
 
 // pyDumps renders v as Python's json.dumps(v, ensure_ascii=False) does.
@@ -192,6 +193,9 @@ type jsonValuer interface {
 
 func (o *dumpOptions) seps() (item, key string) {
 	item, key = o.ItemSep, o.KeySep
+	if o.SepsSet {
+		return item, key
+	}
 	if item == "" {
 		item = ", "
 		if o.Indent != nil {

@@ -1,0 +1,571 @@
+package template
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nikolalohinski/gonja/v2"
+	"github.com/nikolalohinski/gonja/v2/builtins"
+	"github.com/nikolalohinski/gonja/v2/config"
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/nodes"
+	"github.com/nikolalohinski/gonja/v2/parser"
+	"github.com/nikolalohinski/gonja/v2/tokens"
+)
+
+// Limits of the Jinja renderer (JinjaOptions zero values pick these).
+const (
+	// DefaultMaxSteps bounds loop iterations plus macro calls in one render.
+	DefaultMaxSteps = 5_000_000
+	// DefaultMaxDuration bounds one render's wall-clock time.
+	DefaultMaxDuration = 10 * time.Second
+	// MaxRange is the largest range() a template may build; it is the
+	// limit of jinja2's sandbox (MAX_RANGE), which HF renders in.
+	MaxRange = 100_000
+	// maxStackFrames bounds Go call depth (macro recursion) during a render.
+	maxStackFrames = 20_000
+)
+
+// JinjaOptions bound and parameterize a Jinja template. The zero value is
+// usable.
+type JinjaOptions struct {
+	// MaxOutputBytes bounds the rendered text (0: DefaultMaxOutputBytes).
+	MaxOutputBytes int
+	// MaxSteps bounds loop iterations and macro calls (0: DefaultMaxSteps).
+	MaxSteps int
+	// MaxDuration bounds render time (0: DefaultMaxDuration); the
+	// context passed to Render may cut it shorter.
+	MaxDuration time.Duration
+	// Now is the clock of strftime_now (nil: time.Now).
+	Now func() time.Time
+}
+
+// Jinja is a compiled Hugging Face chat template. It renders in HF's
+// environment (transformers chat_template_utils): trim_blocks and
+// lstrip_blocks on, loop controls, globals raise_exception and
+// strftime_now, a tojson filter that prints like Python json.dumps
+// (ensure_ascii=False, ", "/": " separators, key order kept, no HTML
+// escaping; ensure_ascii, indent, separators and sort_keys honoured), dicts
+// iterated in insertion order, and Python's str.strip/lstrip/rstrip/split/
+// replace semantics. It is safe for concurrent use.
+//
+// The engine is github.com/nikolalohinski/gonja/v2: a maintained pure-Go
+// Jinja. Its gaps against Python jinja2 are closed through its extension
+// points (replaced filters, method sets, globals and an AST pass), not a
+// fork. Known remaining differences: printing a bare None gives "" (Python
+// "None"), `is defined` is false for a key present with a null value,
+// string indexing s[i] counts bytes.
+type Jinja struct {
+	tmpl *exec.Template
+	opts JinjaOptions
+}
+
+// budgetKey names the per-render budget in the template context; templates
+// cannot spell a name with a NUL byte.
+const budgetKey = "\x00budget"
+
+type budget struct {
+	ctx      context.Context
+	steps    int
+	maxSteps int
+	maxOut   int
+	err      error
+}
+
+// check is called once per loop iteration and macro call.
+func (b *budget) check(r *exec.Renderer) error {
+	if b.err != nil {
+		return b.err
+	}
+	b.steps++
+	switch {
+	case b.steps > b.maxSteps:
+		b.err = fmt.Errorf("%w: more than %d loop iterations and macro calls", ErrLimit, b.maxSteps)
+	case b.steps&15 == 0 && b.ctx.Err() != nil:
+		b.err = fmt.Errorf("%w: render stopped: %v", ErrLimit, context.Cause(b.ctx))
+	case b.steps&15 == 0 && deeperThan(maxStackFrames):
+		b.err = fmt.Errorf("%w: template recursion deeper than the stack bound", ErrLimit)
+	}
+	if b.err == nil {
+		// Macro bodies and recursive loops render into their own buffers.
+		switch w := r.Output.(type) {
+		case *strings.Builder:
+			if w.Len() > b.maxOut {
+				b.err = fmt.Errorf("%w: output longer than %d bytes", ErrLimit, b.maxOut)
+			}
+		case *bytes.Buffer:
+			if w.Len() > b.maxOut {
+				b.err = fmt.Errorf("%w: output longer than %d bytes", ErrLimit, b.maxOut)
+			}
+		}
+	}
+	return b.err
+}
+
+func deeperThan(frames int) bool {
+	var pc [1]uintptr
+	return runtime.Callers(frames, pc[:]) > 0
+}
+
+// budgetNode is injected at the head of every block body of a parsed
+// template, so each loop iteration and macro call spends budget.
+type budgetNode struct{ tok *tokens.Token }
+
+func (n *budgetNode) Position() *tokens.Token { return n.tok }
+func (n *budgetNode) String() string          { return "budget" }
+
+// Execute spends one step of the render's budget.
+func (n *budgetNode) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+	v, ok := r.Environment.Context.Get(budgetKey)
+	if !ok {
+		return nil
+	}
+	b, ok := v.(*budget)
+	if !ok {
+		return nil
+	}
+	return b.check(r)
+}
+
+// instrument prepends a budget node to every *nodes.Wrapper reachable from
+// root (loop bodies, macro bodies, if branches, ...).
+func instrument(root *nodes.Template) {
+	seen := map[uintptr]bool{}
+	wrapperType := reflect.TypeFor[*nodes.Wrapper]()
+	var walk func(v reflect.Value, depth int)
+	walk = func(v reflect.Value, depth int) {
+		if depth > 10_000 || !v.IsValid() {
+			return
+		}
+		switch v.Kind() {
+		case reflect.Pointer:
+			if v.IsNil() {
+				return
+			}
+			p := v.Pointer()
+			if seen[p] {
+				return
+			}
+			seen[p] = true
+			if v.Type() == wrapperType && v.CanInterface() {
+				w := v.Interface().(*nodes.Wrapper)
+				tok := w.Location
+				if tok == nil {
+					tok = &tokens.Token{}
+				}
+				w.Nodes = append([]nodes.Node{&nodes.ControlStructureBlock{Location: tok, Name: "budget", ControlStructure: &budgetNode{tok: tok}}}, w.Nodes...)
+			}
+			walk(v.Elem(), depth+1)
+		case reflect.Interface:
+			walk(v.Elem(), depth+1)
+		case reflect.Struct:
+			if v.Type().PkgPath() == "github.com/nikolalohinski/gonja/v2/tokens" {
+				return
+			}
+			for i := range v.NumField() {
+				walk(v.Field(i), depth+1)
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i), depth+1)
+			}
+		case reflect.Map:
+			it := v.MapRange()
+			for it.Next() {
+				walk(it.Value(), depth+1)
+			}
+		}
+	}
+	walk(reflect.ValueOf(root), 0)
+}
+
+var (
+	envOnce sync.Once
+	hfEnv   *exec.Environment
+)
+
+// hfEnvironment builds (once) the gonja environment that mirrors HF's.
+// gonja's package-level defaults are never modified.
+func hfEnvironment() *exec.Environment {
+	envOnce.Do(func() {
+		gonja.SetLoggerOutput(io.Discard)
+		filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
+		_ = filters.Replace("tojson", filterToJSON)
+		tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
+		cs := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{}).Update(builtins.ControlStructures)
+		globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
+		globals.Set("range", pyRange)
+		globals.Set("raise_exception", raiseException)
+		hfEnv = &exec.Environment{
+			Context:           globals,
+			Filters:           filters,
+			Tests:             tests,
+			ControlStructures: cs,
+			Methods:           hfMethods(),
+		}
+	})
+	return hfEnv
+}
+
+func hfConfig() *config.Config {
+	c := config.New()
+	c.TrimBlocks = true
+	c.LeftStripBlocks = true
+	c.KeepTrailingNewline = false
+	c.AutoEscape = false
+	c.StrictUndefined = false
+	return c
+}
+
+// ParseJinja compiles a chat template (the "chat_template" string of a
+// tokenizer_config.json). Errors wrap ErrSyntax. opts may be nil.
+func ParseJinja(src string, opts *JinjaOptions) (j *Jinja, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			j, err = nil, fmt.Errorf("%w: parser panic: %v", ErrSyntax, r)
+		}
+	}()
+	loader, err := loaders.NewMemoryLoader(map[string]string{"/chat_template": src})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	t, err := exec.NewTemplate("/chat_template", hfConfig(), loader, hfEnvironment())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSyntax, trimSource(err, src))
+	}
+	instrument(t.Root())
+	j = &Jinja{tmpl: t}
+	if opts != nil {
+		j.opts = *opts
+	}
+	return j, nil
+}
+
+// trimSource drops the template source that gonja quotes in parse errors.
+func trimSource(err error, src string) string {
+	s := err.Error()
+	if src != "" {
+		s = strings.ReplaceAll(s, src, "<template>")
+	}
+	return s
+}
+
+type limitedWriter struct {
+	b   strings.Builder
+	max int
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if w.b.Len()+len(p) > w.max {
+		return 0, fmt.Errorf("%w: output longer than %d bytes", ErrLimit, w.max)
+	}
+	return w.b.Write(p)
+}
+
+// Render renders the template with vars as its top-level variables.
+// Values may be json.RawMessage (decoded with key order kept), strings,
+// booleans, numbers, nil, or any value encoding/json can marshal (maps
+// then come out key-sorted). Errors: ErrRender (including
+// raise_exception, whose message is kept), ErrLimit (output size, steps,
+// recursion depth, time; ctx cancellation), ErrUnserializable.
+func (j *Jinja) Render(ctx context.Context, vars map[string]any) (out string, err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	maxDur := j.opts.MaxDuration
+	if maxDur <= 0 {
+		maxDur = DefaultMaxDuration
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, maxDur, fmt.Errorf("render took longer than %v", maxDur))
+	defer cancel()
+	maxOut := j.opts.MaxOutputBytes
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutputBytes
+	}
+	maxSteps := j.opts.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	data := map[string]any{}
+	for k, v := range vars {
+		gv, err := toGonja(v)
+		if err != nil {
+			return "", fmt.Errorf("%w: variable %q: %v", ErrRender, k, err)
+		}
+		data[k] = gv
+	}
+	b := &budget{ctx: ctx, maxSteps: maxSteps, maxOut: maxOut}
+	data[budgetKey] = b
+	now := j.opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	data["strftime_now"] = func(format string) string { return strftime(now(), format) }
+
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("%w: panic: %v", ErrRender, r)
+		}
+	}()
+	w := &limitedWriter{max: maxOut}
+	if err := j.tmpl.Execute(w, exec.NewContext(data)); err != nil {
+		return "", classifyRenderError(err, b)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrLimit, context.Cause(ctx))
+	}
+	return w.b.String(), nil
+}
+
+// raisedError is what raise_exception returns; its text is the template's.
+type raisedError struct{ msg string }
+
+func (e *raisedError) Error() string { return e.msg }
+
+func raiseException(msg string) (string, error) {
+	return "", &raisedError{msg: msg}
+}
+
+// classifyRenderError maps a gonja render error onto this package's
+// sentinels, keeping the innermost message.
+func classifyRenderError(err error, b *budget) error {
+	if b.err != nil {
+		return b.err
+	}
+	cause := err
+	for {
+		var next error
+		if u, ok := cause.(interface{ Unwrap() error }); ok {
+			next = u.Unwrap()
+		} else if c, ok := cause.(interface{ Cause() error }); ok {
+			next = c.Cause()
+		}
+		if next == nil {
+			break
+		}
+		cause = next
+	}
+	switch {
+	case errors.Is(err, ErrLimit) || errors.Is(cause, ErrLimit):
+		return fmt.Errorf("%w: %v", ErrLimit, cause)
+	case errors.Is(err, ErrUnserializable) || errors.Is(cause, ErrUnserializable):
+		return fmt.Errorf("%w: %v", ErrUnserializable, cause)
+	}
+	var re *raisedError
+	if errors.As(err, &re) {
+		return fmt.Errorf("%w: raise_exception: %s", ErrRender, re.msg)
+	}
+	if _, ok := cause.(*raisedError); ok {
+		return fmt.Errorf("%w: raise_exception: %s", ErrRender, cause.Error())
+	}
+	return fmt.Errorf("%w: %v", ErrRender, err)
+}
+
+// JinjaInput holds what transformers' apply_chat_template passes to a
+// chat template.
+type JinjaInput struct {
+	// Messages is the JSON array of message objects (key order kept).
+	Messages json.RawMessage
+	// Tools is the JSON array of tool schemas, or empty for None.
+	Tools json.RawMessage
+	// Documents is the JSON array of documents, or empty for None.
+	Documents json.RawMessage
+	// AddGenerationPrompt asks the template to open an assistant turn.
+	AddGenerationPrompt bool
+	// SpecialTokens are the tokenizer's special tokens by name
+	// (bos_token, eos_token, pad_token, unk_token, ...).
+	SpecialTokens map[string]string
+	// Kwargs are extra template variables (chat_template_kwargs), as JSON.
+	Kwargs map[string]json.RawMessage
+}
+
+// RenderChat renders a conversation as transformers'
+// tokenizer.apply_chat_template(messages, tools=..., tokenize=False,
+// add_generation_prompt=..., **kwargs) does.
+func (j *Jinja) RenderChat(ctx context.Context, in *JinjaInput) (string, error) {
+	vars := map[string]any{}
+	for k, v := range in.SpecialTokens {
+		vars[k] = v
+	}
+	for k, v := range in.Kwargs {
+		vars[k] = v
+	}
+	raw := func(r json.RawMessage) any {
+		if len(bytes.TrimSpace(r)) == 0 {
+			return nil
+		}
+		return r
+	}
+	if in.Messages == nil {
+		return "", fmt.Errorf("%w: no messages", ErrInvalidRequest)
+	}
+	vars["messages"] = in.Messages
+	vars["tools"] = raw(in.Tools)
+	vars["documents"] = raw(in.Documents)
+	vars["add_generation_prompt"] = in.AddGenerationPrompt
+	return j.Render(ctx, vars)
+}
+
+// bigInt is an integer beyond int64 (Python ints are unbounded): it prints
+// and serializes exactly.
+type bigInt struct{ text string }
+
+func (b bigInt) String() string          { return b.text }
+func (b bigInt) toOrdered() (any, error) { return pyInt{b.text}, nil }
+
+// toGonja converts a variable for the template: JSON becomes *exec.Dict
+// (ordered), []any, string, int, float64, bool or nil.
+func toGonja(v any) (any, error) {
+	switch t := v.(type) {
+	case json.RawMessage:
+		o, err := decodeOrdered(t)
+		if err != nil {
+			return nil, err
+		}
+		return orderedToGonja(o), nil
+	case []byte:
+		return toGonja(json.RawMessage(t))
+	case nil, string, bool, int, int64, float64:
+		return t, nil
+	default:
+		data, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return toGonja(json.RawMessage(data))
+	}
+}
+
+func orderedToGonja(v any) any {
+	switch t := v.(type) {
+	case *jsonObject:
+		if len(t.Keys) == 0 {
+			return map[string]any{} // falsy, like Python's {}
+		}
+		d := &exec.Dict{Pairs: make([]*exec.Pair, len(t.Keys))}
+		for i, k := range t.Keys {
+			d.Pairs[i] = &exec.Pair{Key: exec.AsValue(k), Value: exec.AsValue(orderedToGonja(t.Values[i]))}
+		}
+		return d
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = orderedToGonja(e)
+		}
+		return out
+	case pyInt:
+		var n int64
+		if _, err := fmt.Sscan(t.text, &n); err == nil && fmt.Sprint(n) == t.text {
+			return int(n)
+		}
+		return bigInt{t.text}
+	case pyFloat:
+		return float64(t)
+	}
+	return v
+}
+
+// gonjaToOrdered converts a template value back to the ordered JSON model
+// for tojson; unsupported types are ErrUnserializable (Python's TypeError).
+func gonjaToOrdered(v any, depth int) (any, error) {
+	if depth > maxJSONDepth {
+		return nil, fmt.Errorf("%w: value nested deeper than %d", ErrUnserializable, maxJSONDepth)
+	}
+	switch t := v.(type) {
+	case *exec.Value:
+		if t == nil || t.IsNil() {
+			return nil, nil
+		}
+		return gonjaToOrdered(t.Interface(), depth+1)
+	case nil, string, bool, pyInt, pyFloat:
+		return t, nil
+	case bigInt:
+		return pyInt{t.text}, nil
+	case int:
+		return pyInt{fmt.Sprint(t)}, nil
+	case int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return pyInt{fmt.Sprint(t)}, nil
+	case float32:
+		return pyFloat(t), nil
+	case float64:
+		return pyFloat(t), nil
+	case *exec.Dict:
+		return dictToOrdered(t, depth)
+	case exec.Dict:
+		return dictToOrdered(&t, depth)
+	case map[string]any:
+		o := &jsonObject{}
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sortStrings(keys)
+		for _, k := range keys {
+			e, err := gonjaToOrdered(t[k], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			o.set(k, e)
+		}
+		return o, nil
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+			break
+		}
+		out := make([]any, rv.Len())
+		for i := range rv.Len() {
+			e, err := gonjaToOrdered(rv.Index(i).Interface(), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = e
+		}
+		return out, nil
+	case reflect.String:
+		return rv.String(), nil
+	case reflect.Bool:
+		return rv.Bool(), nil
+	}
+	return nil, fmt.Errorf("%w: object of type %T is not JSON serializable", ErrUnserializable, v)
+}
+
+func dictToOrdered(d *exec.Dict, depth int) (any, error) {
+	o := &jsonObject{}
+	for _, p := range d.Pairs {
+		var key string
+		k := p.Key
+		switch {
+		case k == nil || k.IsNil():
+			key = "null"
+		case k.IsString():
+			key = k.String()
+		case k.IsBool():
+			key = map[bool]string{true: "true", false: "false"}[k.Bool()]
+		case k.IsInteger():
+			key = fmt.Sprint(k.Integer())
+		case k.IsFloat():
+			key = pyFloatJSON(k.Float())
+		default:
+			return nil, fmt.Errorf("%w: keys must be str, int, float, bool or None", ErrUnserializable)
+		}
+		e, err := gonjaToOrdered(p.Value, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		o.set(key, e)
+	}
+	return o, nil
+}

@@ -1,0 +1,239 @@
+package dsv4
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dsv4go/dsv4go/internal/safetensors"
+)
+
+// readAll returns every tensor of a single-file checkpoint in file order.
+func readAll(t *testing.T, path string) []safetensors.WriteTensor {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []safetensors.WriteTensor
+	for _, ti := range f.Tensors() {
+		d, err := f.Data(ti.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, safetensors.WriteTensor{Name: ti.Name, DType: ti.DType, Shape: ti.Shape, Data: slices.Clone(d)})
+	}
+	return out
+}
+
+// mutated writes a copy of the tiny HF checkpoint with edit applied to its
+// tensor list and returns the directory.
+func mutated(t *testing.T, edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
+	t.Helper()
+	src := "testdata/ckpt_hf_bf16"
+	dir := t.TempDir()
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
+	ts := edit(readAll(t, filepath.Join(src, "model.safetensors")))
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func drop(name string) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+	return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		return slices.DeleteFunc(ts, func(w safetensors.WriteTensor) bool { return w.Name == name })
+	}
+}
+
+func replace(name string, fn func(*safetensors.WriteTensor)) func([]safetensors.WriteTensor) []safetensors.WriteTensor {
+	return func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		for i := range ts {
+			if ts[i].Name == name {
+				fn(&ts[i])
+			}
+		}
+		return ts
+	}
+}
+
+func TestLoadReportsBadTensors(t *testing.T) {
+	const qa = "model.layers.1.self_attn.q_a_proj.weight"
+	tests := []struct {
+		name string
+		edit func([]safetensors.WriteTensor) []safetensors.WriteTensor
+		kind error
+		want string // tensor named in the error
+	}{
+		{"missing", drop("model.layers.1.self_attn.compressor.indexer.q_b_proj.weight"), ErrMissingTensor,
+			"layers.1.self_attn.compressor.indexer.q_b_proj.weight"},
+		{"missing expert", drop("model.layers.2.mlp.experts.down_proj"), ErrMissingTensor, "layers.2.mlp.experts.down_proj"},
+		{"missing tid2eid", drop("model.layers.0.mlp.gate.tid2eid"), ErrMissingTensor, "layers.0.mlp.gate.tid2eid"},
+		{"unexpected", func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			return append(ts, safetensors.WriteTensor{Name: "model.layers.0.self_attn.compressor.kv_norm.weight", DType: safetensors.F32, Shape: []int64{1}, Data: make([]byte, 4)})
+		}, ErrUnexpectedTensor, "model.layers.0.self_attn.compressor.kv_norm.weight"},
+		{"shape", replace(qa, func(w *safetensors.WriteTensor) { w.Shape = []int64{w.Shape[1], w.Shape[0]} }), ErrTensorShape, qa},
+		{"dtype", replace("model.layers.1.self_attn.sinks", func(w *safetensors.WriteTensor) { w.DType = safetensors.I32 }), ErrTensorDType, "model.layers.1.self_attn.sinks"},
+		{"tid2eid dtype", replace("model.layers.0.mlp.gate.tid2eid", func(w *safetensors.WriteTensor) {
+			w.DType = safetensors.F64
+		}), ErrTensorDType, "model.layers.0.mlp.gate.tid2eid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := mutated(t, tt.edit)
+			_, err := Load(context.Background(), dir)
+			if !errors.Is(err, tt.kind) {
+				t.Fatalf("err = %v, want %v", err, tt.kind)
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("not a *ValidationError: %T", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error does not name %q: %v", tt.want, err)
+			}
+			var te *TensorError
+			if !errors.As(err, &te) || te.Name == "" {
+				t.Errorf("errors.As *TensorError: %v", te)
+			}
+		})
+	}
+}
+
+func TestLoadUnexpectedAllowedAndMTPKept(t *testing.T) {
+	dir := mutated(t, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		return append(ts,
+			safetensors.WriteTensor{Name: "extra.bias", DType: safetensors.F32, Shape: []int64{1}, Data: make([]byte, 4)},
+			safetensors.WriteTensor{Name: "mtp.0.enorm.weight", DType: safetensors.BF16, Shape: []int64{2}, Data: make([]byte, 4)})
+	})
+	_, err := Load(context.Background(), dir)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !slices.Equal(ve.Unexpected(), []string{"extra.bias"}) || len(ve.Missing()) != 0 {
+		t.Fatalf("err = %v", err)
+	}
+	m, err := Load(context.Background(), dir, WithAllowUnexpected())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Weights().MTP["mtp.0.enorm.weight"] == nil {
+		t.Errorf("MTP tensor not kept: %v", m.Weights().MTP)
+	}
+}
+
+func TestLoadMalformedFiles(t *testing.T) {
+	copyCkpt := func(t *testing.T) string {
+		dir := t.TempDir()
+		for _, f := range []string{"config.json", "model.safetensors"} {
+			b, err := os.ReadFile(filepath.Join("testdata/ckpt_hf_bf16", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, f), b, 0o644)
+		}
+		return dir
+	}
+	t.Run("truncated", func(t *testing.T) {
+		dir := copyCkpt(t)
+		p := filepath.Join(dir, "model.safetensors")
+		st, _ := os.Stat(p)
+		os.Truncate(p, st.Size()-100)
+		_, err := Load(context.Background(), dir)
+		if !errors.Is(err, ErrCheckpoint) || !errors.Is(err, safetensors.ErrTruncated) || !strings.Contains(err.Error(), "model.safetensors") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("bad header json", func(t *testing.T) {
+		dir := copyCkpt(t)
+		p := filepath.Join(dir, "model.safetensors")
+		b, _ := os.ReadFile(p)
+		b[8] = '['
+		os.WriteFile(p, b, 0o644)
+		_, err := Load(context.Background(), dir)
+		if !errors.Is(err, ErrCheckpoint) || !errors.Is(err, safetensors.ErrHeader) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("out of range offsets", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"deepseek_v4"}`), 0o644)
+		hdr := `{"embed.weight":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"norm.weight":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]}}`
+		b := make([]byte, 8)
+		b[0] = byte(len(hdr))
+		b = append(append(b, hdr...), 1, 2, 3, 4)
+		os.WriteFile(filepath.Join(dir, "model.safetensors"), b, 0o644)
+		_, err := Load(context.Background(), dir)
+		if !errors.Is(err, ErrCheckpoint) || !errors.Is(err, safetensors.ErrTruncated) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("bad config", func(t *testing.T) {
+		dir := copyCkpt(t)
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"deepseek_v4","scoring_func":"tanh"}`), 0o644)
+		_, err := Load(context.Background(), dir)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != "scoring_func" || !strings.HasSuffix(ce.File, "config.json") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("no weights", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{}`), 0o644)
+		if _, err := Load(context.Background(), dir); !errors.Is(err, ErrCheckpoint) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("index lists absent tensor", func(t *testing.T) {
+		dir := copyCkpt(t)
+		os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"),
+			[]byte(`{"weight_map":{"model.norm.weight":"model.safetensors","ghost.weight":"model.safetensors"}}`), 0o644)
+		_, err := Load(context.Background(), dir)
+		if err == nil || !strings.Contains(err.Error(), "ghost.weight") && !strings.Contains(err.Error(), "not listed") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestSameWeightsSingleAndSharded(t *testing.T) {
+	a, err := OpenCheckpoint(context.Background(), "testdata/ckpt_hf_bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenCheckpoint(context.Background(), "testdata/ckpt_hf_sharded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ia, ib := a.TensorInfos(), b.TensorInfos()
+	if len(ia) != len(ib) || len(ia) == 0 {
+		t.Fatalf("%d vs %d tensors", len(ia), len(ib))
+	}
+	n := 0
+	err = a.Weights().Tensors(func(name string, ta *Tensor) error {
+		n++
+		var tb *Tensor
+		b.Weights().Tensors(func(nb string, t *Tensor) error {
+			if nb == name {
+				tb = t
+			}
+			return nil
+		})
+		if tb == nil || string(ta.Data) != string(tb.Data) || !slices.Equal(ta.Shape, tb.Shape) {
+			t.Errorf("%s differs", name)
+		}
+		return nil
+	})
+	if err != nil || n < 80 {
+		t.Fatalf("visited %d tensors: %v", n, err)
+	}
+}

@@ -15,7 +15,7 @@ import (
 // AddedToken is one entry of tokenizer.json's "added_tokens" table, with HF's meaning
 // for each flag (tokenizers::AddedToken).
 type AddedToken struct {
-	ID         int32  // token id
+	ID         int32  // token id, as HF assigns it (see Load)
 	Content    string // the literal text matched in input and produced by Decode
 	Special    bool   // skipped by Decode when DecodeOptions.SkipSpecialTokens is set
 	Normalized bool   // matched against normalized text (second pass) instead of raw text
@@ -176,7 +176,7 @@ func Parse(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	if err := checkDecoder(tj.Decoder); err != nil {
 		return nil, err
 	}
-	if err := t.buildAdded(tj.AddedTokens); err != nil {
+	if err := t.buildAdded(tj.AddedTokens, tj.Model.Vocab); err != nil {
 		return nil, err
 	}
 	if len(configJSON) > 0 {
@@ -326,32 +326,54 @@ func checkDecoder(raw json.RawMessage) error {
 	return fmt.Errorf("%w: decoder %q (only ByteLevel)", ErrUnsupported, d.Type)
 }
 
-func (t *Tokenizer) buildAdded(list []addedTokenJSON) error {
+// buildAdded registers the added tokens as HF's deserializer does
+// (AddedVocabulary::add_tokens in file order): a token whose content is already an
+// added token or a vocabulary token takes that id, any other takes the next free id
+// from the size of the base vocabulary on. The "id" field of the file is ignored, as
+// HF ignores it (with a warning) when it disagrees.
+func (t *Tokenizer) buildAdded(list []addedTokenJSON, vocab map[string]int32) error {
 	t.addedByID = make(map[int32]int, len(list))
+	byContent := make(map[string]int32, len(list))
+	specialContent := map[string]bool{}
+	nextID := int32(len(vocab))
 	for _, a := range list {
-		if a.ID < 0 || a.ID > 1<<28 {
-			return fmt.Errorf("%w: added token %q id %d", ErrFormat, a.Content, a.ID)
-		}
 		if a.Content == "" {
 			continue // HF ignores empty added tokens
 		}
-		if int(a.ID) >= len(t.tokenStr) {
-			n := int(a.ID) + 1
+		at := AddedToken{Content: a.Content, Special: a.Special, Normalized: a.Normalized,
+			LStrip: a.LStrip, RStrip: a.RStrip, SingleWord: a.SingleWord}
+		id, ok := byContent[a.Content]
+		if ok {
+			if prev := t.added[t.addedByID[id]]; prev == (AddedToken{ID: id, Content: at.Content, Special: at.Special,
+				Normalized: at.Normalized, LStrip: at.LStrip, RStrip: at.RStrip, SingleWord: at.SingleWord}) {
+				continue
+			}
+		} else if id, ok = vocab[a.Content]; !ok {
+			id = nextID
+			nextID++
+		}
+		if id > 1<<28 {
+			return fmt.Errorf("%w: added token %q id %d", ErrTooLarge, a.Content, id)
+		}
+		byContent[a.Content] = id
+		if a.Special {
+			specialContent[a.Content] = true
+		}
+		if int(id) >= len(t.tokenStr) {
+			n := int(id) + 1
 			t.tokenStr = append(t.tokenStr, make([]string, n-len(t.tokenStr))...)
 			t.tokenBytes = append(t.tokenBytes, make([]string, n-len(t.tokenBytes))...)
 			t.known = append(t.known, make([]bool, n-len(t.known))...)
 		}
-		at := AddedToken{ID: a.ID, Content: a.Content, Special: a.Special, Normalized: a.Normalized,
-			LStrip: a.LStrip, RStrip: a.RStrip, SingleWord: a.SingleWord}
-		if i, ok := t.addedByID[a.ID]; ok {
-			t.added[i] = at // a later entry for the same id wins
+		at.ID = id
+		if i, ok := t.addedByID[id]; ok {
+			t.added[i] = at
 		} else {
-			t.addedByID[a.ID] = len(t.added)
+			t.addedByID[id] = len(t.added)
 			t.added = append(t.added, at)
 		}
 	}
 	sort.Slice(t.added, func(i, j int) bool { return t.added[i].ID < t.added[j].ID })
-	specialContent := map[string]bool{}
 	var raw, norm []trieEntry
 	for i, a := range t.added {
 		t.addedByID[a.ID] = i
@@ -363,9 +385,6 @@ func (t *Tokenizer) buildAdded(list []addedTokenJSON) error {
 			t.tokenBytes[a.ID] = b
 		} else {
 			t.tokenBytes[a.ID] = a.Content
-		}
-		if a.Special {
-			specialContent[a.Content] = true
 		}
 		e := trieEntry{key: a.Content, idx: int32(i)}
 		if a.Normalized {

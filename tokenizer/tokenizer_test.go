@@ -472,3 +472,53 @@ func ExampleStreamDecoder() {
 	fmt.Printf("%q\n", d.Flush())
 	// Output: "" "é" ""
 }
+
+// TestAddedTokenFlagsEqualHF checks lstrip, rstrip, single_word, normalized and HF's
+// id assignment on added tokens appended to the V3 tokenizer (testdata/flags.jsonl.gz,
+// generated with HF tokenizers).
+func TestAddedTokenFlagsEqualHF(t *testing.T) {
+	type flagRecord struct {
+		Added []json.RawMessage `json:"added"`
+		Text  string            `json:"text"`
+		IDs   []int32           `json:"ids"`
+		IDsES []int32           `json:"ids_es"`
+	}
+	var recs []flagRecord
+	if err := readJSONLines(filepath.Join("testdata", "flags.jsonl.gz"), func(dec *json.Decoder) error {
+		var r flagRecord
+		err := dec.Decode(&r)
+		recs = append(recs, r)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := readFile(filepath.Join("testdata", "deepseek-v3", "tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var added []json.RawMessage
+	if err := json.Unmarshal(doc["added_tokens"], &added); err != nil {
+		t.Fatal(err)
+	}
+	doc["added_tokens"], _ = json.Marshal(append(added, recs[0].Added...))
+	raw, _ = json.Marshal(doc)
+	tok, err := Parse(raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := tok.TokenID("hello"); id != 33310 {
+		t.Errorf("added token already in the vocabulary: id %d, want its vocabulary id 33310", id)
+	}
+	for _, r := range recs[1:] {
+		if got := tok.Encode(r.Text, EncodeOptions{}); !cmp.Equal(got, r.IDs) {
+			t.Errorf("Encode(%q) = %v, want %v", r.Text, got, r.IDs)
+		}
+		if got := tok.Encode(r.Text, EncodeOptions{Special: MatchNonSpecial}); !cmp.Equal(got, r.IDsES) {
+			t.Errorf("Encode(%q, MatchNonSpecial) = %v, want %v", r.Text, got, r.IDsES)
+		}
+	}
+}

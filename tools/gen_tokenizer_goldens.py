@@ -25,6 +25,9 @@ tokenizer/unicode16_table.go, the general-category classes (L, M, N, P, S) of Un
 Outputs (gzipped JSON lines, deterministic for a given seed and tokenizers version):
   tokenizer/testdata/corpus.jsonl.gz   one {"text", "v3", "v4", ["v3_es"], ["v4_es"]} per line
   tokenizer/testdata/decode.jsonl.gz   one {"tok", "ids", "text", "text_skip"} per line
+  tokenizer/testdata/flags.jsonl.gz    added tokens with lstrip/rstrip/single_word flags
+                                       (first line: {"added": [...]}, appended to the V3
+                                       tokenizer), then {"text", "ids", "ids_es"} lines
 
 Run from the repository root:
   tools/.venv/bin/python tools/gen_tokenizer_goldens.py
@@ -282,8 +285,47 @@ def write_unicode_table():
     return len(runs)
 
 
+FLAG_TOKENS = [
+    {"id": 128815, "content": "[MASK]", "single_word": False, "lstrip": True, "rstrip": False,
+     "normalized": False, "special": True},
+    {"id": 128816, "content": "<rs>", "single_word": False, "lstrip": False, "rstrip": True,
+     "normalized": True, "special": False},
+    {"id": 128817, "content": "hello", "single_word": True, "lstrip": False, "rstrip": False,
+     "normalized": False, "special": False},
+    {"id": 128818, "content": "<both>", "single_word": False, "lstrip": True, "rstrip": True,
+     "normalized": True, "special": True},
+    {"id": 128819, "content": "ΩΩ", "single_word": True, "lstrip": True, "rstrip": False,
+     "normalized": True, "special": False},
+    {"id": 128820, "content": "[MASK]X", "single_word": False, "lstrip": False, "rstrip": True,
+     "normalized": True, "special": False},
+]
+
+
+def write_flags():
+    with gzip.open(os.path.join(TD, "deepseek-v3", "tokenizer.json.gz"), "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    d["added_tokens"].extend(FLAG_TOKENS)
+    tok = tokenizers.Tokenizer.from_str(json.dumps(d))
+    tok_es = tokenizers.Tokenizer.from_str(json.dumps(d))
+    tok_es.encode_special_tokens = True
+    rng = random.Random(SEED + 2)
+    parts = ["[MASK]", "<rs>", "hello", "<both>", "ΩΩ", "[MASK]X", " ", "  ", "\t", "\n", "\u3000", "x", "hello",
+             "helloworld", "ΩΩΩ", "ß", "1", "_", "é", "\u0301", "!", "<｜User｜>", "<｜begin▁of▁sentence｜>"]
+    n = 0
+    with gzip.GzipFile(os.path.join(TD, "flags.jsonl.gz"), "wb", mtime=0) as gz:
+        gz.write((json.dumps({"added": FLAG_TOKENS}, ensure_ascii=False) + "\n").encode("utf-8"))
+        for _ in range(1500):
+            text = "".join(rng.choice(parts) for _ in range(rng.randrange(1, 9)))
+            rec = {"text": text, "ids": tok.encode(text, add_special_tokens=False).ids,
+                   "ids_es": tok_es.encode(text, add_special_tokens=False).ids}
+            gz.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
+            n += 1
+    return n
+
+
 def main():
     n_ranges = write_unicode_table()
+    n_flags = write_flags()
     v3 = load("deepseek-v3")
     v4 = load("deepseek-v4")
     v3es = load("deepseek-v3")
@@ -328,7 +370,7 @@ def main():
                 n_dec += 1
     print(f"tokenizers {tokenizers.__version__}: {len(corpus)} corpus strings "
           f"({n_es} encode_special_tokens variants), {n_dec} decode cases, "
-          f"{n_ranges} Unicode 16.0 class ranges", file=sys.stderr)
+          f"{n_ranges} Unicode 16.0 class ranges, {n_flags} added-token flag cases", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ func sortStrings(s []string) { sort.Strings(s) }
 
 // filterToJSON is HF's tojson(x, ensure_ascii=False, indent=None,
 // separators=None, sort_keys=False) = json.dumps with those arguments.
-func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+func filterToJSON(ev *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
 	}
@@ -83,11 +83,15 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		o.SepsSet = true
 	}
 	val, err := gonjaToOrdered(in, 0)
-	if err != nil {
-		return exec.AsValue(err)
+	var s string
+	if err == nil {
+		s, err = dumpWith(val, o)
 	}
-	s, err := dumpWith(val, o)
 	if err != nil {
+		// gonja flattens error chains; keep the typed error for Render.
+		if e, ok := budgetOf(ev); ok && e.err == nil {
+			e.err = err
+		}
 		return exec.AsValue(err)
 	}
 	return exec.AsSafeValue(s)
@@ -536,4 +540,17 @@ func affixMethod(test func(s, affix string) bool, name string) exec.Method[strin
 		}
 		return nil, fmt.Errorf("%s first arg must be str or a tuple of str", name)
 	}
+}
+
+// budgetOf finds the render's budget from a filter's evaluator.
+func budgetOf(ev *exec.Evaluator) (*budget, bool) {
+	if ev == nil || ev.Environment == nil || ev.Environment.Context == nil {
+		return nil, false
+	}
+	v, ok := ev.Environment.Context.Get(budgetKey)
+	if !ok {
+		return nil, false
+	}
+	b, ok := v.(*budget)
+	return b, ok
 }

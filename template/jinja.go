@@ -311,6 +311,13 @@ func (j *Jinja) Render(ctx context.Context, vars map[string]any) (out string, er
 		now = time.Now
 	}
 	data["strftime_now"] = func(format string) string { return strftime(now(), format) }
+	data["range"] = func(va *exec.VarArgs) ([]int, error) {
+		r, err := pyRange(va)
+		if err != nil && errors.Is(err, ErrLimit) && b.err == nil {
+			b.err = err
+		}
+		return r, err
+	}
 
 	defer func() {
 		if r := recover(); r != nil {

@@ -1,0 +1,54 @@
+# dsv4go Makefile. The default Go build needs nothing from here (pure Go).
+#
+# CUDA backend (package kernels/cuda, build tag `cuda`):
+#   make cuda            build kernels/cuda/lib/libdsv4cuda.a (+ a copy of libcudart_static.a)
+#                        with nvcc, then `go build -tags cuda ./...`
+#   make cuda-bins       also build the carried test and benchmark binaries into out/cuda/
+# Variables: CUDA_HOME (a toolkit: bin/nvcc, include/, lib64/ or lib/ with libcudart_static.a;
+# default: /usr/local/cuda, or the pip-installed wheels of .ci/cuda-build),
+# CUDA_ARCHS (default 90; e.g. "90 100a 120a" adds Blackwell targets), NVCC_FLAGS.
+
+PIP_CUDA   := $(HOME)/.cache/dsv4go/cuda-13.0.88/nvidia/cu13
+CUDA_HOME  ?= $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(PIP_CUDA))
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCHS ?= 90
+NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a $(CUDA_HOME)/lib/libcudart_static.a $(CUDA_HOME)/targets/x86_64-linux/lib/libcudart_static.a))
+
+CUDA_DIR  := kernels/cuda
+CUDA_SRCS := $(wildcard $(CUDA_DIR)/csrc/*.cu)
+CUDA_OBJS := $(patsubst $(CUDA_DIR)/csrc/%.cu,$(CUDA_DIR)/lib/obj/%.o,$(CUDA_SRCS))
+CUDA_LIB  := $(CUDA_DIR)/lib/libdsv4cuda.a
+GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+             -gencode=arch=compute_$(firstword $(CUDA_ARCHS)),code=compute_$(firstword $(CUDA_ARCHS))
+
+.PHONY: cuda cuda-lib cuda-bins cuda-vet cuda-clean
+
+cuda-lib: $(CUDA_LIB) $(CUDA_DIR)/lib/libcudart_static.a
+
+$(CUDA_DIR)/lib/obj/%.o: $(CUDA_DIR)/csrc/%.cu $(CUDA_DIR)/csrc/dsv4cuda.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) $(GENCODE) -c $< -o $@
+
+$(CUDA_LIB): $(CUDA_OBJS)
+	ar rcs $@ $^
+
+$(CUDA_DIR)/lib/libcudart_static.a:
+	@test -n "$(CUDA_LIBDIR)" || { echo "libcudart_static.a not found under CUDA_HOME=$(CUDA_HOME)"; exit 1; }
+	@mkdir -p $(dir $@)
+	cp $(CUDA_LIBDIR) $@
+
+cuda: cuda-lib
+	go build -tags cuda ./...
+
+cuda-vet: cuda-lib
+	go vet -tags cuda ./kernels/cuda/...
+
+# Binaries carried to the GPU machine (out/ is git-ignored).
+cuda-bins: cuda-lib
+	@mkdir -p out/cuda
+	go test -c -tags cuda -o out/cuda/kernels-cuda.test ./kernels/cuda
+	go build -tags cuda -o out/cuda/cudabench ./kernels/cuda/cmd/cudabench
+
+cuda-clean:
+	rm -rf $(CUDA_DIR)/lib out/cuda

@@ -1,0 +1,105 @@
+/*
+ * dsv4cuda.h: the only ABI between Go (package kernels/cuda, cgo) and the CUDA code in
+ * this directory. Every function returns a cudaError_t value as int (0 = success) unless
+ * stated otherwise; nothing here panics or aborts. Pointers named d_* are device pointers;
+ * h_* are host pointers that are not retained after the call returns. Streams, events and
+ * graphs are opaque handles (cudaStream_t, cudaEvent_t, cudaGraphExec_t).
+ *
+ * Quantized weights are in the tile layout written by the Go function PackNVFP4 /
+ * PackMXFP4 / PackFP8Block (kernels/cuda/pack.go); see the comments there.
+ */
+#ifndef DSV4CUDA_H
+#define DSV4CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes that are not CUDA's own. */
+#define DSV4C_ERR_SHAPE 100001 /* a shape argument the kernels do not support */
+#define DSV4C_ERR_FORMAT 100002 /* unknown weight format */
+
+/* Weight formats for dsv4c_qgemm. */
+#define DSV4C_FMT_NVFP4 1 /* E2M1 + E4M3 per 16 + F32 global */
+#define DSV4C_FMT_MXFP4 2 /* E2M1 + UE8M0 per 32 */
+#define DSV4C_FMT_FP8B 3  /* E4M3 + UE8M0 per 128x128 block */
+
+/* ---- runtime ---- */
+int dsv4c_device_count(int *n);
+int dsv4c_set_device(int ordinal);
+int dsv4c_device_props(int ordinal, char *name, int name_len, int *major, int *minor,
+                       int *sms, size_t *total_mem, int *l2_bytes);
+const char *dsv4c_error_name(int code);
+const char *dsv4c_error_string(int code);
+int dsv4c_pool_init(int ordinal); /* keep freed memory in the device's default pool */
+int dsv4c_malloc(void **d_p, size_t n, void *stream);
+int dsv4c_free(void *d_p, void *stream);
+int dsv4c_htod(void *d_dst, const void *h_src, size_t n, void *stream); /* synchronous */
+int dsv4c_dtoh(void *h_dst, const void *d_src, size_t n, void *stream); /* synchronous */
+int dsv4c_dtod(void *d_dst, const void *d_src, size_t n, void *stream); /* async */
+int dsv4c_memset(void *d_dst, int value, size_t n, void *stream);       /* async */
+int dsv4c_stream_create(void **stream);
+int dsv4c_stream_destroy(void *stream);
+int dsv4c_stream_sync(void *stream);
+int dsv4c_event_create(void **ev);
+int dsv4c_event_destroy(void *ev);
+int dsv4c_event_record(void *ev, void *stream);
+int dsv4c_event_sync(void *ev);
+int dsv4c_event_elapsed(float *ms, void *start, void *stop);
+int dsv4c_capture_begin(void *stream);
+int dsv4c_capture_end(void *stream, void **exec);
+int dsv4c_graph_destroy(void *exec);
+/* Launch exec n times on stream; if sync != 0, wait for the stream. One cgo crossing. */
+int dsv4c_graph_launch(void *exec, void *stream, int n, int sync);
+
+/* ---- quantized GEMM ----
+ * y[M][N] (float32, row stride ldy) = alpha * x[M][K] (bf16, row stride ldx) . W[N][K]^T,
+ * or y += ... when accumulate != 0. W is the packed tile layout of the format; N is padded
+ * to npad (a multiple of 64) in the packing. K must be a multiple of 128.
+ * For M <= 64 decode-shaped problems the work is split over K; y is zeroed first with
+ * cudaMemsetAsync when accumulate == 0. Returns DSV4C_ERR_SHAPE for unsupported shapes.
+ */
+int dsv4c_qgemm(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
+                float alpha, const void *d_x, int ldx, float *d_y, int ldy, int M,
+                int accumulate, void *stream);
+/* Same, with a forced split-K factor and tile config (for the benchmark's sweeps); 0 = auto. */
+int dsv4c_qgemm_cfg(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
+                    float alpha, const void *d_x, int ldx, float *d_y, int ldy, int M,
+                    int accumulate, int splits, void *stream);
+
+/* ---- float32 / small ops (all row-major, float32 unless stated) ---- */
+/* y[m][n] = x[m][k] . w[n][k]^T in float32 (reference-grade, not tuned). */
+int dsv4c_matmul_f32(float *d_y, const float *d_x, const float *d_w, int m, int n, int k,
+                     void *stream);
+/* y = w * x / sqrt(mean(x^2)+eps) per row; w may be NULL; y_bf16 (may be NULL) also gets a
+ * bf16 copy for the next GEMM's input. */
+int dsv4c_rmsnorm(float *d_y, void *d_y_bf16, const float *d_x, const float *d_w, int rows,
+                  int n, float eps, void *stream);
+/* interleaved RoPE in place on x[rows][2*half] with per-row cos/sin [rows][half]. */
+int dsv4c_rope(float *d_x, const float *d_cos, const float *d_sin, int rows, int half,
+               float sign, void *stream);
+int dsv4c_softmax(float *d_x, int rows, int n, void *stream);
+/* out = silu(min(g, limit)) * clamp(u, -limit, limit) for n elements; out_bf16 may be NULL. */
+int dsv4c_swiglu(float *d_out, void *d_out_bf16, const float *d_g, const float *d_u,
+                 long long n, float limit, void *stream);
+/* indices of the k largest of each row of scores[rows][n], largest first, ties by index,
+ * NaN last. n <= 4096, k <= 64. */
+int dsv4c_topk(int32_t *d_idx, const float *d_scores, int rows, int n, int k, void *stream);
+/* DeepSeek-V4 router: s = sqrt(softplus(logits)); pick top-k of s + bias (bias may be NULL);
+ * weights = s_sel / (sum s_sel + 1e-20) * scale. n <= 1024, k <= 16. */
+int dsv4c_router(int32_t *d_idx, float *d_weights, const float *d_logits, const float *d_bias,
+                 int rows, int n, int k, float scale, void *stream);
+/* y[m][d] = float32(table[ids[m]][d]) from a bf16 (is_bf16 != 0) or float32 table. Ids out
+ * of [0, vocab) give a zero row (the Go side validates before launch). */
+int dsv4c_embedding(float *d_y, const void *d_table, int is_bf16, const int32_t *d_ids, int m,
+                    int d, int vocab, void *stream);
+/* float32 -> bf16 (round to nearest even). */
+int dsv4c_f32_to_bf16(void *d_dst, const float *d_src, long long n, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,618 @@
+//go:build cuda && cgo
+
+package cuda
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/csrc
+#cgo LDFLAGS: -L${SRCDIR}/lib -ldsv4cuda -lcudart_static -lstdc++ -lm -ldl -lrt -lpthread
+#include <stdlib.h>
+#include "dsv4cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Available reports whether this build has the CUDA backend compiled in (it may still find
+// no device at run time).
+const Available = true
+
+func check(op string, code C.int) error {
+	if code == 0 {
+		return nil
+	}
+	return &Error{Op: op, Code: int(code), Name: C.GoString(C.dsv4c_error_name(code)),
+		Msg: C.GoString(C.dsv4c_error_string(code))}
+}
+
+// DeviceCount returns the number of CUDA devices (0 with a *Error when no driver is found).
+func DeviceCount() (int, error) {
+	var n C.int
+	if err := check("device_count", C.dsv4c_device_count(&n)); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// Device is one GPU with its default stream and a stream-ordered memory pool. Its methods
+// bind the calling OS thread's current device first, so a Device may be used from any
+// goroutine; a Stream must be used by one goroutine at a time.
+type Device struct {
+	ordinal  int
+	name     string
+	major    int
+	minor    int
+	sms      int
+	mem      int64
+	l2       int
+	mu       sync.Mutex
+	stream   *Stream
+	closed   bool
+}
+
+// Open selects GPU ordinal, configures its default memory pool to keep freed memory for
+// reuse, and creates the device's default stream. Devices older than sm_80 are refused
+// (the kernels use bf16 mma.sync); sm_90 is the tuned target.
+func Open(ordinal int) (*Device, error) {
+	n, err := DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("cuda: device %d out of range (have %d): %w", ordinal, n, ErrShape)
+	}
+	d := &Device{ordinal: ordinal}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := check("set_device", C.dsv4c_set_device(C.int(ordinal))); err != nil {
+		return nil, err
+	}
+	var name [256]C.char
+	var maj, min, sms, l2 C.int
+	var mem C.size_t
+	if err := check("device_props", C.dsv4c_device_props(C.int(ordinal), &name[0], 256, &maj, &min, &sms, &mem, &l2)); err != nil {
+		return nil, err
+	}
+	d.name, d.major, d.minor, d.sms, d.mem, d.l2 = C.GoString(&name[0]), int(maj), int(min), int(sms), int64(mem), int(l2)
+	if d.major < 8 {
+		return nil, fmt.Errorf("cuda: %s is sm_%d%d; need sm_80 or newer: %w", d.name, d.major, d.minor, ErrNoCUDA)
+	}
+	if err := check("pool_init", C.dsv4c_pool_init(C.int(ordinal))); err != nil {
+		return nil, err
+	}
+	s, err := d.newStream()
+	if err != nil {
+		return nil, err
+	}
+	d.stream = s
+	return d, nil
+}
+
+// Name is the device's marketing name, e.g. "NVIDIA H200".
+func (d *Device) Name() string { return d.name }
+
+// ComputeCapability returns major, minor (9, 0 for Hopper).
+func (d *Device) ComputeCapability() (int, int) { return d.major, d.minor }
+
+// SMs is the multiprocessor count.
+func (d *Device) SMs() int { return d.sms }
+
+// Memory is the device's total memory in bytes.
+func (d *Device) Memory() int64 { return d.mem }
+
+// Stream returns the device's default stream (created by Open).
+func (d *Device) Stream() *Stream { return d.stream }
+
+func (d *Device) bind() error {
+	return check("set_device", C.dsv4c_set_device(C.int(d.ordinal)))
+}
+
+func (d *Device) newStream() (*Stream, error) {
+	var p unsafe.Pointer
+	if err := check("stream_create", C.dsv4c_stream_create(&p)); err != nil {
+		return nil, err
+	}
+	return &Stream{dev: d, p: p}, nil
+}
+
+// NewStream creates a non-blocking stream on the device.
+func (d *Device) NewStream() (*Stream, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.bind(); err != nil {
+		return nil, err
+	}
+	return d.newStream()
+}
+
+// Close synchronizes and destroys the default stream. Buffers must be freed by their
+// owners first; Close is idempotent.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	return d.stream.Close()
+}
+
+// Stream is a CUDA stream: kernels and copies issued on it run in order.
+type Stream struct {
+	dev *Device
+	p   unsafe.Pointer
+}
+
+// Sync waits until all work issued on the stream has finished and returns its first error.
+func (s *Stream) Sync() error {
+	if s.p == nil {
+		return ErrClosed
+	}
+	return check("stream_sync", C.dsv4c_stream_sync(s.p))
+}
+
+// Close waits for the stream and destroys it; idempotent.
+func (s *Stream) Close() error {
+	if s.p == nil {
+		return nil
+	}
+	err := check("stream_sync", C.dsv4c_stream_sync(s.p))
+	if e := check("stream_destroy", C.dsv4c_stream_destroy(s.p)); err == nil {
+		err = e
+	}
+	s.p = nil
+	return err
+}
+
+// Buffer is device memory from the device's memory pool.
+type Buffer struct {
+	dev *Device
+	p   unsafe.Pointer
+	n   int64
+}
+
+// Alloc takes n bytes (n > 0) from the device's stream-ordered pool (cudaMallocAsync on the
+// default stream, then synchronized so the memory is usable from any stream).
+func (d *Device) Alloc(n int64) (*Buffer, error) {
+	if n <= 0 || n > d.mem {
+		return nil, fmt.Errorf("cuda: alloc of %d bytes: %w", n, ErrShape)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.bind(); err != nil {
+		return nil, err
+	}
+	var p unsafe.Pointer
+	if err := check("malloc", C.dsv4c_malloc(&p, C.size_t(n), d.stream.p)); err != nil {
+		return nil, err
+	}
+	if err := d.stream.Sync(); err != nil {
+		return nil, err
+	}
+	return &Buffer{dev: d, p: p, n: n}, nil
+}
+
+// Len is the buffer's size in bytes.
+func (b *Buffer) Len() int64 { return b.n }
+
+// Free returns the buffer to the pool (stream-ordered after the default stream's work);
+// idempotent.
+func (b *Buffer) Free() error {
+	if b == nil || b.p == nil {
+		return nil
+	}
+	err := check("free", C.dsv4c_free(b.p, b.dev.stream.p))
+	b.p = nil
+	return err
+}
+
+func (b *Buffer) ok(need int64) error {
+	if b == nil || b.p == nil {
+		return ErrClosed
+	}
+	if need > b.n || need < 0 {
+		return fmt.Errorf("cuda: buffer of %d bytes, need %d: %w", b.n, need, ErrShape)
+	}
+	return nil
+}
+
+// Upload copies src to the start of the buffer (synchronous).
+func (b *Buffer) Upload(src []byte) error {
+	if err := b.ok(int64(len(src))); err != nil {
+		return err
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	return check("htod", C.dsv4c_htod(b.p, unsafe.Pointer(&src[0]), C.size_t(len(src)), b.dev.stream.p))
+}
+
+// Download copies the start of the buffer into dst (synchronous, after the default
+// stream's work).
+func (b *Buffer) Download(dst []byte) error {
+	if err := b.ok(int64(len(dst))); err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return check("dtoh", C.dsv4c_dtoh(unsafe.Pointer(&dst[0]), b.p, C.size_t(len(dst)), b.dev.stream.p))
+}
+
+// UploadF32 copies float32 values to the buffer.
+func (b *Buffer) UploadF32(src []float32) error {
+	return b.Upload(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), 4*len(src)))
+}
+
+// DownloadF32 copies float32 values from the buffer.
+func (b *Buffer) DownloadF32(dst []float32) error {
+	return b.Download(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 4*len(dst)))
+}
+
+// UploadI32 copies int32 values to the buffer.
+func (b *Buffer) UploadI32(src []int32) error {
+	return b.Upload(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), 4*len(src)))
+}
+
+// DownloadI32 copies int32 values from the buffer.
+func (b *Buffer) DownloadI32(dst []int32) error {
+	return b.Download(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 4*len(dst)))
+}
+
+// Weight is a packed quantized weight resident on the device (uploaded once).
+type Weight struct {
+	Format       Format
+	N, K, NPad   int
+	Alpha        float32
+	data, scales *Buffer
+}
+
+// UploadWeight copies a packed weight to the device once.
+func (d *Device) UploadWeight(p *Packed) (*Weight, error) {
+	if p == nil || len(p.Data) == 0 || len(p.Scales) == 0 {
+		return nil, fmt.Errorf("cuda: empty packed weight: %w", ErrShape)
+	}
+	data, err := d.Alloc(int64(len(p.Data)))
+	if err != nil {
+		return nil, err
+	}
+	sc, err := d.Alloc(int64(len(p.Scales)))
+	if err != nil {
+		data.Free()
+		return nil, err
+	}
+	if err := data.Upload(p.Data); err != nil {
+		data.Free()
+		sc.Free()
+		return nil, err
+	}
+	if err := sc.Upload(p.Scales); err != nil {
+		data.Free()
+		sc.Free()
+		return nil, err
+	}
+	return &Weight{Format: p.Format, N: p.N, K: p.K, NPad: p.NPad, Alpha: p.Alpha, data: data, scales: sc}, nil
+}
+
+// Bytes is the device memory the weight occupies.
+func (w *Weight) Bytes() int64 { return w.data.n + w.scales.n }
+
+// Free releases the weight's device memory; idempotent.
+func (w *Weight) Free() error {
+	err := w.data.Free()
+	if e := w.scales.Free(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// QGEMM issues y[m][N] = x[m][K] · Wᵀ on the stream (y += … when accumulate): x is bf16
+// [m][K] (row stride K), y float32 [m][N] (row stride N). Decode-sized m (≤ 64) runs a
+// split-K GEMV-style grid; larger m runs 64-token tiles. Asynchronous: errors of the launch
+// are returned, errors of the kernel surface at the next Sync.
+func (s *Stream) QGEMM(w *Weight, x, y *Buffer, m int, accumulate bool) error {
+	return s.QGEMMSplit(w, x, y, m, accumulate, 0)
+}
+
+// QGEMMSplit is QGEMM with a forced split-K factor (0 = automatic), for benchmarks.
+func (s *Stream) QGEMMSplit(w *Weight, x, y *Buffer, m int, accumulate bool, splits int) error {
+	if s.p == nil {
+		return ErrClosed
+	}
+	if m <= 0 || m > MaxDim {
+		return fmt.Errorf("cuda: qgemm m=%d: %w", m, ErrShape)
+	}
+	if err := x.ok(int64(m) * int64(w.K) * 2); err != nil {
+		return err
+	}
+	if err := y.ok(int64(m) * int64(w.N) * 4); err != nil {
+		return err
+	}
+	acc := C.int(0)
+	if accumulate {
+		acc = 1
+	}
+	return s.do("qgemm", func() C.int { return C.dsv4c_qgemm_cfg(C.int(w.Format), w.data.p, w.scales.p, C.int(w.N), C.int(w.NPad), C.int(w.K),
+		C.float(w.Alpha), x.p, C.int(w.K), (*C.float)(y.p), C.int(w.N), C.int(m), acc, C.int(splits), s.p) })
+}
+
+// MatMulF32 issues y[m][n] = x[m][k] · w[n][k]ᵀ in float32 (a simple tiled kernel; the
+// reference path for unquantized weights).
+func (s *Stream) MatMulF32(y, x, w *Buffer, m, n, k int) error {
+	if err := shapeOK(m, n, k); err != nil {
+		return err
+	}
+	if err := firstErr(y.ok(int64(m*n)*4), x.ok(int64(m*k)*4), w.ok(int64(n*k)*4)); err != nil {
+		return err
+	}
+	return s.do("matmul_f32", func() C.int { return C.dsv4c_matmul_f32((*C.float)(y.p), (*C.float)(x.p), (*C.float)(w.p), C.int(m), C.int(n), C.int(k), s.p) })
+}
+
+// RMSNorm issues y = w ⊙ x / sqrt(mean(x²)+eps) per row of x [rows][n] (float32). w may be
+// nil (unweighted); yBF16, if not nil, also receives the result as bf16 (the next GEMM's
+// input); y may be nil when yBF16 is not.
+func (s *Stream) RMSNorm(y, yBF16, x, w *Buffer, rows, n int, eps float32) error {
+	if err := shapeOK(rows, n, 1); err != nil {
+		return err
+	}
+	sz := int64(rows) * int64(n)
+	if err := x.ok(sz * 4); err != nil {
+		return err
+	}
+	var yp, bp, wp unsafe.Pointer
+	if y != nil {
+		if err := y.ok(sz * 4); err != nil {
+			return err
+		}
+		yp = y.p
+	}
+	if yBF16 != nil {
+		if err := yBF16.ok(sz * 2); err != nil {
+			return err
+		}
+		bp = yBF16.p
+	}
+	if w != nil {
+		if err := w.ok(int64(n) * 4); err != nil {
+			return err
+		}
+		wp = w.p
+	}
+	return s.do("rmsnorm", func() C.int { return C.dsv4c_rmsnorm((*C.float)(yp), bp, (*C.float)(x.p), (*C.float)(wp), C.int(rows), C.int(n), C.float(eps), s.p) })
+}
+
+// RoPE rotates, in place, the interleaved channel pairs of x [rows][2*half] by the per-row
+// angles given as cos, sin [rows][half]; sign -1 rotates backwards.
+func (s *Stream) RoPE(x, cos, sin *Buffer, rows, half int, sign float32) error {
+	if err := shapeOK(rows, half, 1); err != nil {
+		return err
+	}
+	sz := int64(rows) * int64(half)
+	if err := firstErr(x.ok(sz*8), cos.ok(sz*4), sin.ok(sz*4)); err != nil {
+		return err
+	}
+	return s.do("rope", func() C.int { return C.dsv4c_rope((*C.float)(x.p), (*C.float)(cos.p), (*C.float)(sin.p), C.int(rows), C.int(half), C.float(sign), s.p) })
+}
+
+// Softmax replaces each row of x [rows][n] by its softmax.
+func (s *Stream) Softmax(x *Buffer, rows, n int) error {
+	if err := shapeOK(rows, n, 1); err != nil {
+		return err
+	}
+	if err := x.ok(int64(rows) * int64(n) * 4); err != nil {
+		return err
+	}
+	return s.do("softmax", func() C.int { return C.dsv4c_softmax((*C.float)(x.p), C.int(rows), C.int(n), s.p) })
+}
+
+// SwiGLU writes out[i] = silu(min(g[i], limit)) · clamp(u[i], −limit, limit) for n
+// elements (limit ≤ 0: no clamp). out or outBF16 may be nil (not both).
+func (s *Stream) SwiGLU(out, outBF16, g, u *Buffer, n int, limit float32) error {
+	if n <= 0 || n > 1<<30 || (out == nil && outBF16 == nil) {
+		return fmt.Errorf("cuda: swiglu n=%d: %w", n, ErrShape)
+	}
+	if err := firstErr(g.ok(int64(n)*4), u.ok(int64(n)*4)); err != nil {
+		return err
+	}
+	var op, bp unsafe.Pointer
+	if out != nil {
+		if err := out.ok(int64(n) * 4); err != nil {
+			return err
+		}
+		op = out.p
+	}
+	if outBF16 != nil {
+		if err := outBF16.ok(int64(n) * 2); err != nil {
+			return err
+		}
+		bp = outBF16.p
+	}
+	return s.do("swiglu", func() C.int { return C.dsv4c_swiglu((*C.float)(op), bp, (*C.float)(g.p), (*C.float)(u.p), C.longlong(n), C.float(limit), s.p) })
+}
+
+// TopK writes idx [rows][k] (int32): the indices of the k largest of each row of scores
+// [rows][n], largest first, ties by ascending index, NaN last (n ≤ 4096, k ≤ 64).
+func (s *Stream) TopK(idx, scores *Buffer, rows, n, k int) error {
+	if rows <= 0 || n <= 0 || n > 4096 || k <= 0 || k > 64 || k > n {
+		return fmt.Errorf("cuda: topk rows=%d n=%d k=%d: %w", rows, n, k, ErrShape)
+	}
+	if err := firstErr(idx.ok(int64(rows*k)*4), scores.ok(int64(rows*n)*4)); err != nil {
+		return err
+	}
+	return s.do("topk", func() C.int { return C.dsv4c_topk((*C.int32_t)(idx.p), (*C.float)(scores.p), C.int(rows), C.int(n), C.int(k), s.p) })
+}
+
+// Router is the DeepSeek-V4 MoE gate on router logits [rows][n]: s = sqrt(softplus(logit)),
+// the k experts with the largest s + bias (bias may be nil), weights s/(Σs + 1e-20)·scale.
+// idx int32 [rows][k], weights float32 [rows][k]; n ≤ 1024, k ≤ 16.
+func (s *Stream) Router(idx, weights, logits, bias *Buffer, rows, n, k int, scale float32) error {
+	if rows <= 0 || n <= 0 || n > 1024 || k <= 0 || k > 16 || k > n {
+		return fmt.Errorf("cuda: router rows=%d n=%d k=%d: %w", rows, n, k, ErrShape)
+	}
+	if err := firstErr(idx.ok(int64(rows*k)*4), weights.ok(int64(rows*k)*4), logits.ok(int64(rows*n)*4)); err != nil {
+		return err
+	}
+	var bp unsafe.Pointer
+	if bias != nil {
+		if err := bias.ok(int64(n) * 4); err != nil {
+			return err
+		}
+		bp = bias.p
+	}
+	return s.do("router", func() C.int { return C.dsv4c_router((*C.int32_t)(idx.p), (*C.float)(weights.p), (*C.float)(logits.p), (*C.float)(bp), C.int(rows), C.int(n), C.int(k), C.float(scale), s.p) })
+}
+
+// Embedding gathers y[m][d] = table[ids[m]] (float32 result) from a bf16 (bf16 = true) or
+// float32 table [vocab][d]. Ids are validated by the caller (EmbeddingHost checks them);
+// out-of-range ids give zero rows.
+func (s *Stream) Embedding(y, table, ids *Buffer, bf16 bool, m, d, vocab int) error {
+	if err := shapeOK(m, d, vocab); err != nil {
+		return err
+	}
+	es := int64(4)
+	if bf16 {
+		es = 2
+	}
+	if err := firstErr(y.ok(int64(m*d)*4), table.ok(int64(vocab)*int64(d)*es), ids.ok(int64(m)*4)); err != nil {
+		return err
+	}
+	b := C.int(0)
+	if bf16 {
+		b = 1
+	}
+	return s.do("embedding", func() C.int { return C.dsv4c_embedding((*C.float)(y.p), table.p, b, (*C.int32_t)(ids.p), C.int(m), C.int(d), C.int(vocab), s.p) })
+}
+
+// ToBF16 converts n float32 values to bf16 (round to nearest even).
+func (s *Stream) ToBF16(dst, src *Buffer, n int) error {
+	if n <= 0 || n > 1<<30 {
+		return fmt.Errorf("cuda: tobf16 n=%d: %w", n, ErrShape)
+	}
+	if err := firstErr(dst.ok(int64(n)*2), src.ok(int64(n)*4)); err != nil {
+		return err
+	}
+	return s.do("f32_to_bf16", func() C.int { return C.dsv4c_f32_to_bf16(dst.p, (*C.float)(src.p), C.longlong(n), s.p) })
+}
+
+// CopyDtoD issues an asynchronous device-to-device copy of n bytes.
+func (s *Stream) CopyDtoD(dst, src *Buffer, n int64) error {
+	if err := firstErr(dst.ok(n), src.ok(n)); err != nil {
+		return err
+	}
+	return s.do("dtod", func() C.int { return C.dsv4c_dtod(dst.p, src.p, C.size_t(n), s.p) })
+}
+
+// Event marks a point in a stream, for timing and ordering.
+type Event struct{ p unsafe.Pointer }
+
+// Record records a new event on the stream.
+func (s *Stream) Record() (*Event, error) {
+	var p unsafe.Pointer
+	if err := check("event_create", C.dsv4c_event_create(&p)); err != nil {
+		return nil, err
+	}
+	if err := check("event_record", C.dsv4c_event_record(p, s.p)); err != nil {
+		C.dsv4c_event_destroy(p)
+		return nil, err
+	}
+	return &Event{p: p}, nil
+}
+
+// Elapsed waits for stop and returns the milliseconds between start and stop.
+func Elapsed(start, stop *Event) (float32, error) {
+	if err := check("event_sync", C.dsv4c_event_sync(stop.p)); err != nil {
+		return 0, err
+	}
+	var ms C.float
+	err := check("event_elapsed", C.dsv4c_event_elapsed(&ms, start.p, stop.p))
+	return float32(ms), err
+}
+
+// Close destroys the event; idempotent.
+func (e *Event) Close() error {
+	if e.p == nil {
+		return nil
+	}
+	err := check("event_destroy", C.dsv4c_event_destroy(e.p))
+	e.p = nil
+	return err
+}
+
+// Graph is an instantiated CUDA graph: a captured sequence of stream work (e.g. one decode
+// step) replayed with a single launch and a single cgo crossing.
+type Graph struct{ p unsafe.Pointer }
+
+// BeginCapture starts recording the stream's work into a graph instead of running it. Until
+// EndCapture, calls that synchronize (Upload, Download, Alloc, Sync) fail.
+func (s *Stream) BeginCapture() error {
+	return check("capture_begin", C.dsv4c_capture_begin(s.p))
+}
+
+// EndCapture stops recording and instantiates the graph.
+func (s *Stream) EndCapture() (*Graph, error) {
+	var p unsafe.Pointer
+	if err := check("capture_end", C.dsv4c_capture_end(s.p, &p)); err != nil {
+		return nil, err
+	}
+	return &Graph{p: p}, nil
+}
+
+// Launch replays the graph n times on the stream (n ≥ 1), then waits for the stream when
+// sync is true — all in one cgo call.
+func (g *Graph) Launch(s *Stream, n int, sync bool) error {
+	if g.p == nil {
+		return ErrClosed
+	}
+	if n < 1 {
+		return fmt.Errorf("cuda: graph launch n=%d: %w", n, ErrShape)
+	}
+	sy := C.int(0)
+	if sync {
+		sy = 1
+	}
+	return s.do("graph_launch", func() C.int { return C.dsv4c_graph_launch(g.p, s.p, C.int(n), sy) })
+}
+
+// Close destroys the graph; idempotent.
+func (g *Graph) Close() error {
+	if g.p == nil {
+		return nil
+	}
+	err := check("graph_destroy", C.dsv4c_graph_destroy(g.p))
+	g.p = nil
+	return err
+}
+
+// do runs one C call with the calling goroutine locked to its OS thread and that thread's
+// current device set to the stream's device.
+func (s *Stream) do(op string, f func() C.int) error {
+	if s == nil || s.p == nil {
+		return ErrClosed
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := s.dev.bind(); err != nil {
+		return err
+	}
+	return check(op, f())
+}
+
+func shapeOK(a, b, c int) error {
+	if a <= 0 || b <= 0 || c <= 0 || a > 1<<24 || b > 1<<24 || c > 1<<24 || int64(a)*int64(b) > 1<<31 {
+		return fmt.Errorf("cuda: dims %d,%d,%d: %w", a, b, c, ErrShape)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

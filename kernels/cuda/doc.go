@@ -1,0 +1,31 @@
+// Package cuda is the CUDA backend of package kernels: a device runtime (device selection,
+// a stream-ordered memory pool, streams, events, CUDA graph capture and replay), weights
+// uploaded once in a tile layout, and kernels for Hopper (sm_90) and newer: weight-only
+// NVFP4, MXFP4 and FP8-block GEMV/GEMM that dequantize in registers into bf16 mma.sync
+// tensor-core instructions, RMSNorm, interleaved RoPE, softmax, clamped SwiGLU, top-k, the
+// DeepSeek-V4 sqrt-softplus router and embedding gather.
+//
+// Build: the kernels are CUDA C++ in csrc/, compiled by nvcc into lib/libdsv4cuda.a
+// (`make cuda`; on machines without a toolkit .ci/cuda-build installs the pinned nvcc wheels
+// from PyPI), then linked through cgo when building with `-tags cuda`. Without the tag (or
+// with CGO_ENABLED=0) the package is pure Go: every entry point returns ErrNoCUDA, and the
+// packing functions (PackNVFP4, PackMXFP4, PackFP8Block) still work.
+//
+// Tile layout of a packed weight [N][K]: rows padded to NPad (multiple of 64); tiles of 16
+// rows x 64 inputs in row-tile-major order (tile (rt, kt) at index rt*K/64 + kt). Within a
+// tile, lane l of a warp owns bytes [16l, 16l+16) (E2M1) or [32l, 32l+32) (E4M3): for each of
+// the tile's four k16 steps, the eight values of its mma.sync m16n8k16 A fragment (rows
+// l/4 and l/4+8, inputs 2(l%4)+{0,1} and +8). E2M1 words are bit-permuted (see e2m1Bit) so
+// that two rotations and masks yield bf16 numbers; scales are re-encoded as 8-bit codes that
+// one integer multiply-add expands to a bf16 pair (NVFP4: (E+9)<<3|mantissa; UE8M0: the
+// exponent shifted by a per-tensor offset). Dequantization is exact: every product has at
+// most 6 significant bits, which bf16 holds; the remaining power of two and NVFP4's global
+// scale are Packed.Alpha, applied to the float32 accumulators.
+//
+// Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its
+// name; shape problems match ErrShape with errors.Is.
+//
+// Sources of the math: NVFP4 (ModelOpt convention) and MXFP4/FP8 (DeepSeek's convert.py)
+// dequantization as documented in docs/dsv4-formats.md; mma.sync fragment layouts from the
+// PTX ISA (warp-level matrix fragments for m16n8k16).
+package cuda

@@ -1,0 +1,284 @@
+package cuda
+
+import (
+	"errors"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dsv4go/dsv4go/internal/numfmt"
+)
+
+// The functions below emulate, bit for bit, what csrc/qgemm.cu does in registers, so the
+// packing and the exact-dequantization argument are checked on every CI run (no GPU).
+
+func bf16(b uint32) float64 { return float64(math.Float32frombits((b & 0xffff) << 16)) }
+
+func emuScalePair(w uint32, i int, smul, sadd uint32) uint32 {
+	b := (w >> (8 * uint(i))) & 0xff
+	x := b | b<<16
+	return x*smul + sadd*0x10001
+}
+
+func emuDecE2M1(q uint32) [4]uint32 {
+	const m, mag, sg = 0x81C081C0, 0x01C001C0, 0x80008000
+	rotr := func(v uint32, s int) uint32 { return bits.RotateLeft32(v, -s) }
+	return [4]uint32{
+		q & m,
+		rotr(q, 3) & m,
+		rotr(q, 6)&mag | rotr(q, 1)&sg,
+		rotr(q, 13)&mag | rotr(q, 2)&sg,
+	}
+}
+
+func emuDecE4M3(w uint32, i int) uint32 {
+	b0 := (w >> (8 * uint(i))) & 0xff
+	b1 := (w >> (8 * uint(i+1))) & 0xff
+	x := b0 | b1<<16
+	return (x<<4)&0x07F007F0 | (x<<8)&0x80008000
+}
+
+// bmulExact multiplies two bf16 numbers; the test asserts the product is representable.
+func bmulExact(t *testing.T, a, b float64) float64 {
+	p := a * b
+	if float64(numfmt.BF16ToF32(numfmt.F32ToBF16(float32(p)))) != p || (p != 0 && math.Abs(p) < 0x1p-126) {
+		t.Fatalf("product %g * %g = %g is not an exact normal bf16", a, b, p)
+	}
+	return p
+}
+
+func le32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+
+// emulate returns the dequantized [N][K] matrix as the kernel sees it (times Alpha).
+func emulate(t *testing.T, p *Packed) []float64 {
+	n, k := p.N, p.K
+	kt := k / 64
+	out := make([]float64, n*k)
+	for rt := 0; rt < p.NPad/16; rt++ {
+		for tt := 0; tt < kt; tt++ {
+			for lane := 0; lane < 32; lane++ {
+				g := lane >> 2
+				for j := 0; j < 4; j++ {
+					var vals [8]float64
+					switch p.Format {
+					case NVFP4, MXFP4:
+						q := le32(p.Data[(rt*kt+tt)*512+lane*16+j*4:])
+						d := emuDecE2M1(q)
+						var sg, sg8 uint32
+						if p.Format == NVFP4 {
+							sw := le32(p.Scales[(rt*kt+tt)*64+g*8+(j>>1)*4:])
+							sg = emuScalePair(sw, (j&1)*2, 16, 0x7680)
+							sg8 = emuScalePair(sw, (j&1)*2+1, 16, 0x7680)
+						} else {
+							sw := le32(p.Scales[(rt*kt+tt)*32+g*4:])
+							sg = emuScalePair(sw, (j>>1)*2, 128, 0)
+							sg8 = emuScalePair(sw, (j>>1)*2+1, 128, 0)
+						}
+						sc := [4]uint32{sg, sg8, sg, sg8}
+						for r := 0; r < 4; r++ {
+							vals[2*r] = bmulExact(t, bf16(d[r]), bf16(sc[r]))
+							vals[2*r+1] = bmulExact(t, bf16(d[r]>>16), bf16(sc[r]>>16))
+						}
+					case FP8Block:
+						base := (rt*kt+tt)*1024 + lane*32 + j*8
+						w0, w1 := le32(p.Data[base:]), le32(p.Data[base+4:])
+						s := emuScalePair(uint32(p.Scales[(rt>>3)*(k/128)+tt/2]), 0, 128, 0)
+						regs := [4]uint32{emuDecE4M3(w0, 0), emuDecE4M3(w0, 2), emuDecE4M3(w1, 0), emuDecE4M3(w1, 2)}
+						for r := 0; r < 4; r++ {
+							vals[2*r] = bmulExact(t, bf16(regs[r]), bf16(s))
+							vals[2*r+1] = bmulExact(t, bf16(regs[r]>>16), bf16(s>>16))
+						}
+					}
+					for v := 0; v < 8; v++ {
+						r, c := fragCoord(lane, j, v)
+						row, col := rt*16+r, tt*64+c
+						if row >= n {
+							if vals[v] != 0 {
+								t.Fatalf("padding row %d not zero", row)
+							}
+							continue
+						}
+						out[row*k+col] = vals[v] * float64(p.Alpha)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// RandNVFP4 etc. are shared with the GPU conformance tests.
+func randNVFP4(r *rand.Rand, n, k int) (w, s []byte, global float32) {
+	w = make([]byte, n*k/2)
+	for i := range w {
+		w[i] = byte(r.IntN(256))
+	}
+	s = make([]byte, n*k/16)
+	for i := range s {
+		for {
+			c := byte(r.IntN(256))
+			if c&0x7f != 0x7f {
+				s[i] = c
+				break
+			}
+		}
+	}
+	return w, s, 0.75 / 448
+}
+
+func randMXFP4(r *rand.Rand, n, k int) (w, s []byte) {
+	w = make([]byte, n*k/2)
+	for i := range w {
+		w[i] = byte(r.IntN(256))
+	}
+	s = make([]byte, n*k/32)
+	for i := range s {
+		s[i] = byte(118 + r.IntN(14))
+	}
+	return w, s
+}
+
+func randFP8(r *rand.Rand, n, k int) (w, s []byte) {
+	w = make([]byte, n*k)
+	for i := range w {
+		for {
+			c := byte(r.IntN(256))
+			if c&0x7f != 0x7f {
+				w[i] = c
+				break
+			}
+		}
+	}
+	s = make([]byte, (n+127)/128*(k/128))
+	for i := range s {
+		s[i] = byte(115 + r.IntN(12))
+	}
+	return w, s
+}
+
+// refNVFP4 etc. dequantize with internal/numfmt (the reference decoders).
+func refNVFP4(w, s []byte, global float32, n, k int) []float64 {
+	out := make([]float64, n*k)
+	for i := 0; i < n; i++ {
+		for j := 0; j < k; j++ {
+			b := w[i*(k/2)+j/2]
+			c := b & 0xf
+			if j&1 == 1 {
+				c = b >> 4
+			}
+			out[i*k+j] = float64(numfmt.E2M1ToF32(c)) * float64(numfmt.E4M3ToF32(s[i*(k/16)+j/16])) * float64(global)
+		}
+	}
+	return out
+}
+
+func refMXFP4(w, s []byte, n, k int) []float64 {
+	out := make([]float64, n*k)
+	for i := 0; i < n; i++ {
+		for j := 0; j < k; j++ {
+			b := w[i*(k/2)+j/2]
+			c := b & 0xf
+			if j&1 == 1 {
+				c = b >> 4
+			}
+			out[i*k+j] = float64(numfmt.E2M1ToF32(c)) * float64(numfmt.UE8M0ToF32(s[i*(k/32)+j/32]))
+		}
+	}
+	return out
+}
+
+func refFP8(w, s []byte, n, k int) []float64 {
+	out := make([]float64, n*k)
+	for i := 0; i < n; i++ {
+		for j := 0; j < k; j++ {
+			out[i*k+j] = float64(numfmt.E4M3ToF32(w[i*k+j])) * float64(numfmt.UE8M0ToF32(s[(i/128)*(k/128)+j/128]))
+		}
+	}
+	return out
+}
+
+func TestPackEmulatedDequantExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	cases := []struct {
+		name string
+		n, k int
+	}{
+		{"square", 64, 128},
+		{"ragged-rows", 200, 256},
+		{"one-row", 1, 128},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, s, g := randNVFP4(r, c.n, c.k)
+			p, err := PackNVFP4(w, s, g, c.n, c.k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmpExact(t, "NVFP4", emulate(t, p), refNVFP4(w, s, g, c.n, c.k))
+
+			w, s = randMXFP4(r, c.n, c.k)
+			p, err = PackMXFP4(w, s, c.n, c.k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmpExact(t, "MXFP4", emulate(t, p), refMXFP4(w, s, c.n, c.k))
+
+			w, s = randFP8(r, c.n, c.k)
+			p, err = PackFP8Block(w, s, c.n, c.k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmpExact(t, "FP8", emulate(t, p), refFP8(w, s, c.n, c.k))
+		})
+	}
+}
+
+func cmpExact(t *testing.T, what string, got, want []float64) {
+	t.Helper()
+	for i := range want {
+		// float32 alpha products are exact here (powers of two and a 1-2 bit global)
+		if got[i] != want[i] && !(got[i] == 0 && want[i] == 0) {
+			t.Fatalf("%s: element %d: got %g, want %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+func TestPackErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		f    func() error
+	}{
+		{"K not multiple of 128", ErrShape, func() error { _, err := PackNVFP4(make([]byte, 32), make([]byte, 4), 1, 1, 64); return err }},
+		{"short weights", ErrShape, func() error { _, err := PackMXFP4(make([]byte, 3), make([]byte, 4), 1, 128); return err }},
+		{"NaN NVFP4 scale", ErrInvalidWeights, func() error {
+			s := make([]byte, 8)
+			s[3] = 0x7f
+			_, err := PackNVFP4(make([]byte, 64), s, 1, 1, 128)
+			return err
+		}},
+		{"NaN UE8M0", ErrInvalidWeights, func() error {
+			s := []byte{127, 127, 127, 255}
+			_, err := PackMXFP4(make([]byte, 64), s, 1, 128)
+			return err
+		}},
+		{"scale range", ErrInvalidWeights, func() error {
+			_, err := PackFP8Block(make([]byte, 256), []byte{0, 200}, 1, 256)
+			return err
+		}},
+		{"NaN FP8 weight", ErrInvalidWeights, func() error {
+			w := make([]byte, 128)
+			w[5] = 0xff
+			_, err := PackFP8Block(w, []byte{127}, 1, 128)
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.f(); !errors.Is(err, tc.err) {
+				t.Fatalf("got %v, want %v", err, tc.err)
+			}
+		})
+	}
+}

@@ -91,6 +91,7 @@ type Stream struct {
 	max      int
 
 	marks  [nStates][]marker
+	firsts [nStates][256]bool // first bytes of each state's markers
 	maxLen int
 
 	st      state
@@ -210,9 +211,17 @@ func (s *Stream) buildMarkers() {
 	s.marks[stRawParam] = []marker{{dsmlParamEnd, mParamEnd}, {dsmlInvokeEnd, mInvEnd}}
 	s.marks[stXBlock] = []marker{{v3CallBegin, mXCallBegin}, blockEnd}
 	s.marks[stXCall] = []marker{{v3CallEnd, mXCallEnd}, {v3CallBegin, mXCallBegin}, blockEnd}
-	for _, ms := range s.marks {
+	for st, ms := range s.marks {
+		kept := ms[:0:0]
 		for _, m := range ms {
+			if m.s != "" { // no tool parser: no block end marker
+				kept = append(kept, m)
+			}
+		}
+		s.marks[st] = kept
+		for _, m := range kept {
 			s.maxLen = max(s.maxLen, len(m.s))
+			s.firsts[st][m.s[0]] = true
 		}
 	}
 }
@@ -308,19 +317,28 @@ func (s *Stream) take() []Delta {
 func (s *Stream) run(final bool) {
 	for {
 		ms := s.marks[s.st]
+		firsts := &s.firsts[s.st]
 		mi, mk := -1, -1
-		for k, m := range ms {
-			i := strings.Index(s.pending, m.s)
-			if i < 0 {
-				continue
-			}
-			if mi < 0 || i < mi || (i == mi && len(m.s) > len(ms[mk].s)) {
-				mi, mk = i, k
+		// Skip ahead to the first byte that can start a marker.
+		from := 0
+		for from < len(s.pending) && !firsts[s.pending[from]] {
+			from++
+		}
+		if from < len(s.pending) {
+			for k, m := range ms {
+				i := strings.Index(s.pending[from:], m.s)
+				if i < 0 {
+					continue
+				}
+				i += from
+				if mi < 0 || i < mi || (i == mi && len(m.s) > len(ms[mk].s)) {
+					mi, mk = i, k
+				}
 			}
 		}
 		h := -1
 		if !final {
-			h = partialStart(s.pending, ms, s.maxLen)
+			h = partialStart(s.pending, ms, firsts, s.maxLen)
 		}
 		st := s.st
 		if mk >= 0 && (h < 0 || h > mi) {
@@ -359,9 +377,12 @@ func (s *Stream) run(final bool) {
 
 // partialStart returns the first position j such that p[j:] is a proper
 // prefix of one of the markers, or -1.
-func partialStart(p string, ms []marker, maxLen int) int {
+func partialStart(p string, ms []marker, firsts *[256]bool, maxLen int) int {
 	from := max(0, len(p)-maxLen+1)
 	for j := from; j < len(p); j++ {
+		if !firsts[p[j]] {
+			continue
+		}
 		tail := p[j:]
 		for _, m := range ms {
 			if len(m.s) > len(tail) && strings.HasPrefix(m.s, tail) {

@@ -1,0 +1,103 @@
+package parse
+
+import (
+	"compress/gzip"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchText is a long V4 thinking-mode completion rendered by DeepSeek's
+// reference encoder (tools/bench_parse.py): about 64 KB of mixed
+// English/Chinese reasoning, an answer and three tool calls, one of which
+// carries a long code string.
+func benchText(b *testing.B) string {
+	f, err := os.Open("testdata/bench_v4.txt.gz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(data)
+}
+
+var benchOpts = Options{Reasoning: "deepseek-v4", Tools: "deepseek-v4", Thinking: true, NewID: seqIDs}
+
+// BenchmarkParse: whole-text parse throughput (MB/s of completion text).
+func BenchmarkParse(b *testing.B) {
+	text := benchText(b)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		m, _ := Parse(text, benchOpts)
+		if len(m.ToolCalls) != 3 {
+			b.Fatalf("%d calls", len(m.ToolCalls))
+		}
+	}
+}
+
+// tokenChunks cuts text into detokenized-token-sized pieces (4 bytes, the
+// average UTF-8 length of a DeepSeek BPE token on mixed text; cuts may
+// fall inside runes and markers, as real deltas do).
+func tokenChunks(text string) []string { return fixedChunks(text, 4) }
+
+// BenchmarkStreamPerToken: streaming, one Push per token; reports ns/token
+// and MB/s.
+func BenchmarkStreamPerToken(b *testing.B) {
+	text := benchText(b)
+	chunks := tokenChunks(text)
+	b.SetBytes(int64(len(text)))
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		s, _ := NewStream(benchOpts)
+		for _, c := range chunks {
+			s.Push(c)
+		}
+		s.Close()
+		n++
+	}
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(n*len(chunks)), "ns/token")
+}
+
+// BenchmarkStreamPerTokenV31 is BenchmarkStreamPerToken on the V3.1 format
+// (same reasoning and content, calls as <｜tool▁call▁begin｜> blocks).
+func BenchmarkStreamPerTokenV31(b *testing.B) {
+	text := benchText(b)
+	i := strings.Index(text, "\n\n<｜DSML｜tool_calls>")
+	text = text[:i] + SB + CB + "get_weather" + SEP + `{"location": "北京", "days": 3}` + CE + SE
+	chunks := tokenChunks(text)
+	opts := Options{Reasoning: "deepseek-v3", Tools: "deepseekv31", Thinking: true, NewID: seqIDs}
+	b.SetBytes(int64(len(text)))
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		s, _ := NewStream(opts)
+		for _, c := range chunks {
+			s.Push(c)
+		}
+		s.Close()
+		n++
+	}
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(n*len(chunks)), "ns/token")
+}
+
+// BenchmarkScanFloor is the floor the parse is compared with: one
+// strings.Index pass per V4 marker over the same text.
+func BenchmarkScanFloor(b *testing.B) {
+	text := benchText(b)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		for _, m := range []string{thinkClose, "<｜DSML｜tool_calls>", dsmlInvoke, dsmlParam, dsmlParamEnd, eosToken} {
+			_ = strings.Count(text, m)
+		}
+	}
+}

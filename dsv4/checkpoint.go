@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/dsv4go/dsv4go/internal/safetensors"
+	"golang.org/x/sync/errgroup"
 )
 
 // Checkpoint is an opened checkpoint directory: its Config, its memory-mapped
@@ -90,15 +94,44 @@ func (ck *Checkpoint) openShards(ctx context.Context, o *loadOptions) error {
 		}
 	}
 	o.report(Progress{Stage: StageOpen, Total: int64(len(shards))})
+	// Open and parse the shard headers in parallel (JSON parsing dominates a
+	// metadata-only load), then index them in shard order.
+	files := make([]*safetensors.File, len(shards))
+	var done atomic.Int64
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, runtime.GOMAXPROCS(0)))
 	for i, s := range shards {
-		if err := ctx.Err(); err != nil {
-			return err
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			f, err := safetensors.Open(filepath.Join(ck.dir, s))
+			if err != nil {
+				return checkpointErr(err)
+			}
+			files[i] = f
+			n := done.Add(1)
+			mu.Lock()
+			o.report(Progress{Stage: StageOpen, Done: n, Total: int64(len(shards))})
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	for _, f := range files {
+		if f != nil {
+			ck.files = append(ck.files, f)
 		}
-		f, err := safetensors.Open(filepath.Join(ck.dir, s))
-		if err != nil {
-			return checkpointErr(err)
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
 		}
-		ck.files = append(ck.files, f)
+		return err
+	}
+	for i, f := range files {
+		s := shards[i]
 		for _, ti := range f.Tensors() {
 			if ix != nil {
 				if want, ok := ix.WeightMap[ti.Name]; ok && want != s {
@@ -114,7 +147,6 @@ func (ck *Checkpoint) openShards(ctx context.Context, o *loadOptions) error {
 			}
 			ck.entries[c] = &entry{canonical: c, file: f, info: ti}
 		}
-		o.report(Progress{Stage: StageOpen, Done: int64(i + 1), Total: int64(len(shards))})
 	}
 	if ix != nil {
 		// Every tensor of the index must exist in its shard.

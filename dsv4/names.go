@@ -2,6 +2,7 @@ package dsv4
 
 import (
 	"strings"
+	"sync"
 )
 
 // Naming schemes. A DeepSeek-V4 tensor can be spelled three ways:
@@ -68,6 +69,81 @@ var renames = [][2]string{
 // the "model." prefix removed and the renames applied, so unexpected
 // tensors can still be reported by their original name.
 func CanonicalName(name string) string {
+	// The renames never touch numeric segments (layer and expert numbers), so
+	// names are mapped once per template ("layers.#.ffn.experts.#.w1.weight")
+	// and the numbers put back: V4-Flash's ~70k names have ~100 templates.
+	tmpl, nums := nameTemplate(name)
+	canonicalCache.RLock()
+	ct, ok := canonicalCache.m[tmpl]
+	canonicalCache.RUnlock()
+	if !ok {
+		ct = canonicalName(tmpl)
+		canonicalCache.Lock()
+		if len(canonicalCache.m) < 1<<16 {
+			canonicalCache.m[tmpl] = ct
+		}
+		canonicalCache.Unlock()
+	}
+	if len(nums) == 0 {
+		return ct
+	}
+	var sb strings.Builder
+	sb.Grow(len(ct) + 8)
+	for i, seg := range strings.Split(ct, ".") {
+		if i > 0 {
+			sb.WriteByte('.')
+		}
+		if seg == "#" && len(nums) > 0 {
+			sb.WriteString(nums[0])
+			nums = nums[1:]
+		} else {
+			sb.WriteString(seg)
+		}
+	}
+	return sb.String()
+}
+
+var canonicalCache = struct {
+	sync.RWMutex
+	m map[string]string
+}{m: map[string]string{}}
+
+// nameTemplate replaces every all-digit dot-separated segment with "#" and
+// returns the digits in order. Names that already contain a "#" segment are
+// returned unchanged (no numbers), so the template is always unambiguous.
+func nameTemplate(name string) (string, []string) {
+	var nums []string
+	var sb strings.Builder
+	for i, seg := range strings.Split(name, ".") {
+		if i > 0 {
+			sb.WriteByte('.')
+		}
+		if seg == "#" {
+			return name, nil
+		}
+		if isDigits(seg) {
+			nums = append(nums, seg)
+			sb.WriteByte('#')
+		} else {
+			sb.WriteString(seg)
+		}
+	}
+	return sb.String(), nums
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func canonicalName(name string) string {
 	n := strings.TrimPrefix(name, "model.")
 	switch n {
 	case "embed.weight":

@@ -95,3 +95,15 @@ func TestUpstreamNameRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestCanonicalNameOddInputs(t *testing.T) {
+	for _, n := range []string{"", ".", ".x", "x.", "#", "a.#.1", "1", "..1..", "layers.007.attn.wq_a.scale"} {
+		got := CanonicalName(n)
+		if again := CanonicalName(n); again != got {
+			t.Errorf("%q not deterministic", n)
+		}
+		if n == "layers.007.attn.wq_a.scale" && got != "layers.007.self_attn.q_a_proj.weight_scale_inv" {
+			t.Errorf("%q -> %q", n, got)
+		}
+	}
+}

@@ -89,10 +89,30 @@ type Header struct {
 	DataSize int64
 }
 
+// rawEntry is one header value. It decodes in a single pass: tensor
+// entries fill the pointers; "__metadata__" keeps its raw bytes.
 type rawEntry struct {
-	DType       *string  `json:"dtype"`
-	Shape       *[]int64 `json:"shape"`
-	DataOffsets *[]int64 `json:"data_offsets"`
+	DType       *string
+	Shape       *[]int64
+	DataOffsets *[]int64
+	raw         []byte
+	err         error
+}
+
+func (e *rawEntry) UnmarshalJSON(b []byte) error {
+	var v struct {
+		DType       *string  `json:"dtype"`
+		Shape       *[]int64 `json:"shape"`
+		DataOffsets *[]int64 `json:"data_offsets"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		e.err = err // reported with the tensor name by ParseHeader
+	}
+	e.DType, e.Shape, e.DataOffsets = v.DType, v.Shape, v.DataOffsets
+	if v.DType == nil && v.Shape == nil && v.DataOffsets == nil {
+		e.raw = append([]byte(nil), b...) // "__metadata__" (or a bad entry)
+	}
+	return nil
 }
 
 // ParseHeader parses the header bytes (the JSON after the 8-byte length)
@@ -104,7 +124,7 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 		return nil, &Error{Kind: ErrLimit, Detail: fmt.Sprintf("header of %d bytes exceeds %d", len(b), MaxHeaderBytes)}
 	}
 	trimmed := bytes.TrimRight(b, " ") // the spec allows trailing space padding
-	var raw map[string]json.RawMessage
+	var raw map[string]*rawEntry
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&raw); err != nil {
 		return nil, &Error{Kind: ErrHeader, Detail: "header is not a JSON object", Err: err}
@@ -120,9 +140,12 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 	}
 	h := &Header{DataOffset: 8 + int64(len(b))}
 	h.Tensors = make([]TensorInfo, 0, len(raw))
-	for name, v := range raw {
+	for name, e := range raw {
+		if e == nil {
+			return nil, &Error{Kind: ErrHeader, Tensor: name, Detail: "entry is null"}
+		}
 		if name == "__metadata__" {
-			if err := json.Unmarshal(v, &h.Metadata); err != nil {
+			if err := json.Unmarshal(e.raw, &h.Metadata); err != nil {
 				return nil, &Error{Kind: ErrHeader, Detail: "__metadata__ must map strings to strings", Err: err}
 			}
 			continue
@@ -130,9 +153,8 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 		if len(name) > MaxNameBytes {
 			return nil, &Error{Kind: ErrLimit, Tensor: name[:64] + "...", Detail: fmt.Sprintf("name longer than %d bytes", MaxNameBytes)}
 		}
-		var e rawEntry
-		if err := json.Unmarshal(v, &e); err != nil {
-			return nil, &Error{Kind: ErrHeader, Tensor: name, Detail: "entry must be {dtype, shape, data_offsets}", Err: err}
+		if e.err != nil {
+			return nil, &Error{Kind: ErrHeader, Tensor: name, Detail: "entry must be {dtype, shape, data_offsets}", Err: e.err}
 		}
 		if e.DType == nil || e.Shape == nil || e.DataOffsets == nil {
 			return nil, &Error{Kind: ErrHeader, Tensor: name, Detail: "entry lacks dtype, shape or data_offsets"}

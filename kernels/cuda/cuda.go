@@ -42,16 +42,16 @@ func DeviceCount() (int, error) {
 // bind the calling OS thread's current device first, so a Device may be used from any
 // goroutine; a Stream must be used by one goroutine at a time.
 type Device struct {
-	ordinal  int
-	name     string
-	major    int
-	minor    int
-	sms      int
-	mem      int64
-	l2       int
-	mu       sync.Mutex
-	stream   *Stream
-	closed   bool
+	ordinal int
+	name    string
+	major   int
+	minor   int
+	sms     int
+	mem     int64
+	l2      int
+	mu      sync.Mutex
+	stream  *Stream
+	closed  bool
 }
 
 // Open selects GPU ordinal, configures its default memory pool to keep freed memory for
@@ -336,8 +336,10 @@ func (s *Stream) QGEMMSplit(w *Weight, x, y *Buffer, m int, accumulate bool, spl
 	if accumulate {
 		acc = 1
 	}
-	return s.do("qgemm", func() C.int { return C.dsv4c_qgemm_cfg(C.int(w.Format), w.data.p, w.scales.p, C.int(w.N), C.int(w.NPad), C.int(w.K),
-		C.float(w.Alpha), x.p, C.int(w.K), (*C.float)(y.p), C.int(w.N), C.int(m), acc, C.int(splits), s.p) })
+	return s.do("qgemm", func() C.int {
+		return C.dsv4c_qgemm_cfg(C.int(w.Format), w.data.p, w.scales.p, C.int(w.N), C.int(w.NPad), C.int(w.K),
+			C.float(w.Alpha), x.p, C.int(w.K), (*C.float)(y.p), C.int(w.N), C.int(m), acc, C.int(splits), s.p)
+	})
 }
 
 // MatMulF32 issues y[m][n] = x[m][k] · w[n][k]ᵀ in float32 (a simple tiled kernel; the
@@ -349,7 +351,9 @@ func (s *Stream) MatMulF32(y, x, w *Buffer, m, n, k int) error {
 	if err := firstErr(y.ok(int64(m*n)*4), x.ok(int64(m*k)*4), w.ok(int64(n*k)*4)); err != nil {
 		return err
 	}
-	return s.do("matmul_f32", func() C.int { return C.dsv4c_matmul_f32((*C.float)(y.p), (*C.float)(x.p), (*C.float)(w.p), C.int(m), C.int(n), C.int(k), s.p) })
+	return s.do("matmul_f32", func() C.int {
+		return C.dsv4c_matmul_f32((*C.float)(y.p), (*C.float)(x.p), (*C.float)(w.p), C.int(m), C.int(n), C.int(k), s.p)
+	})
 }
 
 // RMSNorm issues y = w ⊙ x / sqrt(mean(x²)+eps) per row of x [rows][n] (float32). w may be
@@ -382,7 +386,9 @@ func (s *Stream) RMSNorm(y, yBF16, x, w *Buffer, rows, n int, eps float32) error
 		}
 		wp = w.p
 	}
-	return s.do("rmsnorm", func() C.int { return C.dsv4c_rmsnorm((*C.float)(yp), bp, (*C.float)(x.p), (*C.float)(wp), C.int(rows), C.int(n), C.float(eps), s.p) })
+	return s.do("rmsnorm", func() C.int {
+		return C.dsv4c_rmsnorm((*C.float)(yp), bp, (*C.float)(x.p), (*C.float)(wp), C.int(rows), C.int(n), C.float(eps), s.p)
+	})
 }
 
 // RoPE rotates, in place, the interleaved channel pairs of x [rows][2*half] by the per-row
@@ -395,7 +401,9 @@ func (s *Stream) RoPE(x, cos, sin *Buffer, rows, half int, sign float32) error {
 	if err := firstErr(x.ok(sz*8), cos.ok(sz*4), sin.ok(sz*4)); err != nil {
 		return err
 	}
-	return s.do("rope", func() C.int { return C.dsv4c_rope((*C.float)(x.p), (*C.float)(cos.p), (*C.float)(sin.p), C.int(rows), C.int(half), C.float(sign), s.p) })
+	return s.do("rope", func() C.int {
+		return C.dsv4c_rope((*C.float)(x.p), (*C.float)(cos.p), (*C.float)(sin.p), C.int(rows), C.int(half), C.float(sign), s.p)
+	})
 }
 
 // Softmax replaces each row of x [rows][n] by its softmax.
@@ -431,7 +439,9 @@ func (s *Stream) SwiGLU(out, outBF16, g, u *Buffer, n int, limit float32) error 
 		}
 		bp = outBF16.p
 	}
-	return s.do("swiglu", func() C.int { return C.dsv4c_swiglu((*C.float)(op), bp, (*C.float)(g.p), (*C.float)(u.p), C.longlong(n), C.float(limit), s.p) })
+	return s.do("swiglu", func() C.int {
+		return C.dsv4c_swiglu((*C.float)(op), bp, (*C.float)(g.p), (*C.float)(u.p), C.longlong(n), C.float(limit), s.p)
+	})
 }
 
 // TopK writes idx [rows][k] (int32): the indices of the k largest of each row of scores
@@ -443,7 +453,9 @@ func (s *Stream) TopK(idx, scores *Buffer, rows, n, k int) error {
 	if err := firstErr(idx.ok(int64(rows*k)*4), scores.ok(int64(rows*n)*4)); err != nil {
 		return err
 	}
-	return s.do("topk", func() C.int { return C.dsv4c_topk((*C.int32_t)(idx.p), (*C.float)(scores.p), C.int(rows), C.int(n), C.int(k), s.p) })
+	return s.do("topk", func() C.int {
+		return C.dsv4c_topk((*C.int32_t)(idx.p), (*C.float)(scores.p), C.int(rows), C.int(n), C.int(k), s.p)
+	})
 }
 
 // Router is the DeepSeek-V4 MoE gate on router logits [rows][n]: s = sqrt(softplus(logit)),
@@ -463,7 +475,9 @@ func (s *Stream) Router(idx, weights, logits, bias *Buffer, rows, n, k int, scal
 		}
 		bp = bias.p
 	}
-	return s.do("router", func() C.int { return C.dsv4c_router((*C.int32_t)(idx.p), (*C.float)(weights.p), (*C.float)(logits.p), (*C.float)(bp), C.int(rows), C.int(n), C.int(k), C.float(scale), s.p) })
+	return s.do("router", func() C.int {
+		return C.dsv4c_router((*C.int32_t)(idx.p), (*C.float)(weights.p), (*C.float)(logits.p), (*C.float)(bp), C.int(rows), C.int(n), C.int(k), C.float(scale), s.p)
+	})
 }
 
 // Embedding gathers y[m][d] = table[ids[m]] (float32 result) from a bf16 (bf16 = true) or
@@ -484,7 +498,9 @@ func (s *Stream) Embedding(y, table, ids *Buffer, bf16 bool, m, d, vocab int) er
 	if bf16 {
 		b = 1
 	}
-	return s.do("embedding", func() C.int { return C.dsv4c_embedding((*C.float)(y.p), table.p, b, (*C.int32_t)(ids.p), C.int(m), C.int(d), C.int(vocab), s.p) })
+	return s.do("embedding", func() C.int {
+		return C.dsv4c_embedding((*C.float)(y.p), table.p, b, (*C.int32_t)(ids.p), C.int(m), C.int(d), C.int(vocab), s.p)
+	})
 }
 
 // ToBF16 converts n float32 values to bf16 (round to nearest even).

@@ -48,7 +48,9 @@ func bmulExact(t *testing.T, a, b float64) float64 {
 	return p
 }
 
-func le32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 // emulate returns the dequantized [N][K] matrix as the kernel sees it (times Alpha).
 func emulate(t *testing.T, p *Packed) []float64 {

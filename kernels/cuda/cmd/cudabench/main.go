@@ -1,0 +1,327 @@
+// Command cudabench times the CUDA backend's quantized GEMM/GEMV on DeepSeek-V4-Flash
+// shapes and prints a markdown table: time per call, achieved GB/s (weight + activation
+// bytes: packed weight and scales, bf16 x, float32 y), percent of the device-to-device copy
+// bandwidth measured in the same run, and TFLOP/s.
+//
+// Method: each (shape, M) is captured into a CUDA graph of R back-to-back calls that rotate
+// over enough copies of the weight to exceed 4x the L2 cache, so weights stream from HBM
+// as they would in a decode step; the graph is replayed (one cgo call), timed with CUDA
+// events, and the median of 5 replays is reported per call. Inputs are random (never zeros).
+//
+// Usage (on the GPU machine): cudabench [-formats NVFP4,MXFP4,FP8] [-m 1,4,16,64,256,2048]
+// Build: make cuda-bins (needs -tags cuda; without it the program reports ErrNoCUDA).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dsv4go/dsv4go/kernels/cuda"
+)
+
+type shape struct {
+	name string
+	n, k int
+}
+
+// V4-Flash shapes: routed expert w1/w3 [2048][4096] and w2 [4096][2048]; attention
+// q_b_proj (wq_b) [32768][1024], o_b_proj (wo_b) [4096][8192], kv_proj (wkv) [512][4096].
+var shapes = []shape{
+	{"expert w1/w3", 2048, 4096},
+	{"expert w2", 4096, 2048},
+	{"attn wq_b", 32768, 1024},
+	{"attn wo_b", 4096, 8192},
+	{"attn wkv", 512, 4096},
+}
+
+func main() {
+	fmtList := flag.String("formats", "NVFP4,MXFP4,FP8", "weight formats to time")
+	mList := flag.String("m", "1,4,16,64,256,2048", "token counts M")
+	sweep := flag.Bool("sweep", true, "also sweep the split-K factor for NVFP4 at M=1")
+	flag.Parse()
+	if err := run(*fmtList, *mList, *sweep); err != nil {
+		fmt.Fprintln(os.Stderr, "cudabench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseMs(s string) ([]int, error) {
+	var ms []int
+	for _, f := range strings.Split(s, ",") {
+		m, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || m <= 0 {
+			return nil, fmt.Errorf("bad M %q", f)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+func run(fmtList, mList string, sweep bool) error {
+	ms, err := parseMs(mList)
+	if err != nil {
+		return err
+	}
+	var formats []cuda.Format
+	for _, f := range strings.Split(fmtList, ",") {
+		switch strings.ToUpper(strings.TrimSpace(f)) {
+		case "NVFP4":
+			formats = append(formats, cuda.NVFP4)
+		case "MXFP4":
+			formats = append(formats, cuda.MXFP4)
+		case "FP8", "FP8-BLOCK":
+			formats = append(formats, cuda.FP8Block)
+		default:
+			return fmt.Errorf("unknown format %q", f)
+		}
+	}
+	d, err := cuda.Open(0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	maj, min := d.ComputeCapability()
+	fmt.Printf("device: %s (sm_%d%d, %d SMs, %.0f GiB)\n", d.Name(), maj, min, d.SMs(), float64(d.Memory())/(1<<30))
+	st := d.Stream()
+
+	copyBW, err := copyBandwidth(d, st)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("device-to-device copy: %.0f GB/s (read + write bytes of a 1 GiB cudaMemcpyAsync)\n\n", copyBW/1e9)
+
+	r := rand.New(rand.NewPCG(7, 11))
+	fmt.Println("| weight | N x K | format | M | time (us) | GB/s | % of copy BW | TFLOP/s |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	type sweepRow struct {
+		name   string
+		splits int
+		us     float64
+		gbs    float64
+	}
+	var sweeps []sweepRow
+	for _, f := range formats {
+		for _, sh := range shapes {
+			ws, err := uploadCopies(d, r, f, sh)
+			if err != nil {
+				return err
+			}
+			for _, m := range ms {
+				res, err := timeGEMM(d, st, r, ws, sh, m, 0)
+				if err != nil {
+					return fmt.Errorf("%v %s M=%d: %w", f, sh.name, m, err)
+				}
+				fmt.Printf("| %s | %dx%d | %v | %d | %.2f | %.0f | %.1f | %.2f |\n", sh.name, sh.n, sh.k, f, m,
+					res.us, res.gbs, 100*res.gbs*1e9/copyBW, res.tflops)
+			}
+			if sweep && f == cuda.NVFP4 {
+				for _, sp := range []int{1, 2, 4, 8, 16, 32} {
+					res, err := timeGEMM(d, st, r, ws, sh, 1, sp)
+					if err != nil {
+						return err
+					}
+					sweeps = append(sweeps, sweepRow{sh.name, sp, res.us, res.gbs})
+				}
+			}
+			for _, w := range ws {
+				w.Free()
+			}
+		}
+	}
+	if len(sweeps) > 0 {
+		fmt.Println("\nsplit-K sweep, NVFP4, M=1:")
+		fmt.Println("| weight | splits | time (us) | GB/s | % of copy BW |")
+		fmt.Println("|---|---|---|---|---|")
+		for _, s := range sweeps {
+			fmt.Printf("| %s | %d | %.2f | %.0f | %.1f |\n", s.name, s.splits, s.us, s.gbs, 100*s.gbs*1e9/copyBW)
+		}
+	}
+	return nil
+}
+
+func copyBandwidth(d *cuda.Device, st *cuda.Stream) (float64, error) {
+	const n = 1 << 30
+	a, err := d.Alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	defer a.Free()
+	b, err := d.Alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	defer b.Free()
+	// fill with non-zero bytes
+	fill := make([]byte, n)
+	for i := range fill {
+		fill[i] = byte(i*131 + 7)
+	}
+	if err := a.Upload(fill); err != nil {
+		return 0, err
+	}
+	for i := 0; i < 2; i++ {
+		if err := st.CopyDtoD(b, a, n); err != nil {
+			return 0, err
+		}
+	}
+	const reps = 10
+	var times []float64
+	for rep := 0; rep < 3; rep++ {
+		e0, err := st.Record()
+		if err != nil {
+			return 0, err
+		}
+		for i := 0; i < reps; i++ {
+			if err := st.CopyDtoD(b, a, n); err != nil {
+				return 0, err
+			}
+		}
+		e1, err := st.Record()
+		if err != nil {
+			return 0, err
+		}
+		ms, err := cuda.Elapsed(e0, e1)
+		if err != nil {
+			return 0, err
+		}
+		e0.Close()
+		e1.Close()
+		times = append(times, float64(ms)/1e3)
+	}
+	sort.Float64s(times)
+	return 2 * n * reps / times[1], nil
+}
+
+func randomPacked(r *rand.Rand, f cuda.Format, sh shape) *cuda.Packed {
+	npad := (sh.n + 63) / 64 * 64
+	kt := sh.k / 64
+	p := &cuda.Packed{Format: f, N: sh.n, K: sh.k, NPad: npad, Alpha: 1}
+	var scale int
+	switch f {
+	case cuda.NVFP4:
+		p.Data = make([]byte, npad/16*kt*512)
+		scale = npad / 16 * kt * 64
+	case cuda.MXFP4:
+		p.Data = make([]byte, npad/16*kt*512)
+		scale = npad / 16 * kt * 32
+	default:
+		p.Data = make([]byte, npad/16*kt*1024)
+		scale = (sh.n + 127) / 128 * (sh.k / 128)
+	}
+	for i := range p.Data {
+		p.Data[i] = byte(r.Uint32())
+		if f == cuda.FP8Block && p.Data[i]&0x7f == 0x7f {
+			p.Data[i] = 0x3f
+		}
+	}
+	p.Scales = make([]byte, scale)
+	for i := range p.Scales {
+		if f == cuda.NVFP4 {
+			p.Scales[i] = byte(r.IntN(144)) // (E+9)<<3|f codes of finite positive E4M3
+		} else {
+			p.Scales[i] = byte(110 + r.IntN(30))
+		}
+	}
+	return p
+}
+
+// uploadCopies uploads enough copies of a random packed weight that they span >= 240 MB
+// (4x the H200's 60 MB L2), at most 64.
+func uploadCopies(d *cuda.Device, r *rand.Rand, f cuda.Format, sh shape) ([]*cuda.Weight, error) {
+	p := randomPacked(r, f, sh)
+	n := int((240e6 + float64(p.Bytes()) - 1) / float64(p.Bytes()))
+	n = max(1, min(n, 64))
+	ws := make([]*cuda.Weight, 0, n)
+	for i := 0; i < n; i++ {
+		w, err := d.UploadWeight(p)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+type result struct{ us, gbs, tflops float64 }
+
+func timeGEMM(d *cuda.Device, st *cuda.Stream, r *rand.Rand, ws []*cuda.Weight, sh shape, m, splits int) (result, error) {
+	x, err := d.Alloc(int64(2 * m * sh.k))
+	if err != nil {
+		return result{}, err
+	}
+	defer x.Free()
+	y, err := d.Alloc(int64(4 * m * sh.n))
+	if err != nil {
+		return result{}, err
+	}
+	defer y.Free()
+	xb := make([]byte, 2*m*sh.k)
+	for i := 0; i < len(xb); i += 2 { // bf16 in [-2, 2): exponent 126..128
+		xb[i] = byte(r.Uint32())
+		xb[i+1] = byte(0x3f+r.IntN(2)) | byte(r.IntN(2))<<7
+	}
+	if err := x.Upload(xb); err != nil {
+		return result{}, err
+	}
+	wbytes := float64(ws[0].Bytes())
+	bytes := wbytes + float64(2*m*sh.k+4*m*sh.n)
+	flops := 2 * float64(m) * float64(sh.n) * float64(sh.k)
+	est := max(bytes/3e12, flops/3e14) + 3e-6
+	reps := int(3e-3 / est)
+	reps = max(len(ws), min(reps, 4000))
+	reps = (reps + len(ws) - 1) / len(ws) * len(ws)
+
+	// eager warm-up (also surfaces launch errors outside capture)
+	if err := st.QGEMMSplit(ws[0], x, y, m, false, splits); err != nil {
+		return result{}, err
+	}
+	if err := st.Sync(); err != nil {
+		return result{}, err
+	}
+	if err := st.BeginCapture(); err != nil {
+		return result{}, err
+	}
+	for i := 0; i < reps; i++ {
+		if err := st.QGEMMSplit(ws[i%len(ws)], x, y, m, false, splits); err != nil {
+			st.EndCapture()
+			return result{}, err
+		}
+	}
+	g, err := st.EndCapture()
+	if err != nil {
+		return result{}, err
+	}
+	defer g.Close()
+	if err := g.Launch(st, 1, true); err != nil {
+		return result{}, err
+	}
+	var per []float64
+	for i := 0; i < 5; i++ {
+		e0, err := st.Record()
+		if err != nil {
+			return result{}, err
+		}
+		if err := g.Launch(st, 1, false); err != nil {
+			return result{}, err
+		}
+		e1, err := st.Record()
+		if err != nil {
+			return result{}, err
+		}
+		ms, err := cuda.Elapsed(e0, e1)
+		if err != nil {
+			return result{}, err
+		}
+		e0.Close()
+		e1.Close()
+		per = append(per, float64(ms)/1e3/float64(reps))
+	}
+	sort.Float64s(per)
+	t := per[len(per)/2]
+	return result{us: t * 1e6, gbs: bytes / t / 1e9, tflops: flops / t / 1e12}, nil
+}

@@ -1,0 +1,496 @@
+//go:build cuda && cgo
+
+package cuda
+
+// Conformance suite: every operation of the CUDA backend against the CPU backend (package
+// kernels) or, for the quantized GEMMs, against dequantization by internal/numfmt plus a
+// float64 matmul, on fresh random inputs (seeded from the clock; the seed is logged).
+// Outputs are poisoned (NaN) before each run so unwritten elements fail.
+//
+// Tolerances (stated, with the reason):
+//   - quantized GEMM: |y - ref| <= 2^-14 * sum_k |w x| + 1e-30 per element. Products of
+//     the exact bf16 dequantized weight and the bf16 activation are exact in the tensor
+//     cores; only the float32 accumulation (and split-K float32 atomics) round.
+//   - float32 matmul, RMSNorm, softmax, SwiGLU: 1e-5 relative (float32 summation order and
+//     expf/rsqrtf vs Go's float64 math).
+//   - RoPE: 1e-6 absolute on |x| <= 1 (one fused multiply-add difference).
+//   - TopK, router indices: exact; router weights 1e-5 relative.
+// Run: go test -tags cuda ./kernels/cuda (skips when no GPU is present).
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dsv4go/dsv4go/internal/numfmt"
+	"github.com/dsv4go/dsv4go/kernels"
+)
+
+var testDev *Device
+
+func device(t *testing.T) *Device {
+	t.Helper()
+	if testDev != nil {
+		return testDev
+	}
+	n, err := DeviceCount()
+	if err != nil || n == 0 {
+		if os.Getenv("DSV4GO_REQUIRE_GPU") != "" {
+			t.Fatalf("no CUDA device: %v", err)
+		}
+		t.Skipf("no CUDA device: %v", err)
+	}
+	d, err := Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testDev = d
+	return d
+}
+
+func rng(t *testing.T) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+}
+
+func randF32(r *rand.Rand, n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = (r.Float32()*2 - 1) * scale
+	}
+	return v
+}
+
+func poison(v []float32) {
+	for i := range v {
+		v[i] = float32(math.NaN())
+	}
+}
+
+func relErr(got, want []float32) float64 {
+	var num, den float64
+	for i := range want {
+		d := float64(got[i]) - float64(want[i])
+		if math.IsNaN(float64(got[i])) {
+			return math.Inf(1)
+		}
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}
+
+func TestCPUConformanceOps(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	gpu := &HostBackend{Dev: d}
+	cpu := kernels.CPU{}
+
+	t.Run("MatMul", func(t *testing.T) {
+		for _, s := range [][3]int{{1, 64, 96}, {5, 33, 17}, {64, 128, 256}} {
+			m, n, k := s[0], s[1], s[2]
+			x, w := randF32(r, m*k, 1), randF32(r, n*k, 1)
+			want, got := make([]float32, m*n), make([]float32, m*n)
+			poison(got)
+			cpu.MatMul(want, x, w, m, n, k)
+			gpu.MatMul(got, x, w, m, n, k)
+			if e := relErr(got, want); e > 1e-5 || gpu.Err() != nil {
+				t.Fatalf("%v: rel err %g (err %v)", s, e, gpu.Err())
+			}
+		}
+	})
+	t.Run("RMSNorm", func(t *testing.T) {
+		for _, weighted := range []bool{true, false} {
+			rows, n := 7, 4096
+			x := randF32(r, rows*n, 3)
+			var w []float32
+			if weighted {
+				w = randF32(r, n, 2)
+			}
+			want, got := make([]float32, rows*n), make([]float32, rows*n)
+			poison(got)
+			cpu.RMSNorm(want, x, w, rows, n, 1e-6)
+			gpu.RMSNorm(got, x, w, rows, n, 1e-6)
+			if e := relErr(got, want); e > 1e-5 || gpu.Err() != nil {
+				t.Fatalf("weighted=%v: rel err %g (err %v)", weighted, e, gpu.Err())
+			}
+		}
+	})
+	t.Run("RoPEInterleaved", func(t *testing.T) {
+		for _, sign := range []float32{1, -1} {
+			rows, half := 64*3, 32
+			x := randF32(r, rows*2*half, 1)
+			ang := randF32(r, rows*half, 100)
+			c, s := make([]float32, len(ang)), make([]float32, len(ang))
+			for i, a := range ang {
+				c[i], s[i] = float32(math.Cos(float64(a))), float32(math.Sin(float64(a)))
+			}
+			want := append([]float32(nil), x...)
+			got := append([]float32(nil), x...)
+			cpu.RoPEInterleaved(want, c, s, rows, half, sign)
+			gpu.RoPEInterleaved(got, c, s, rows, half, sign)
+			for i := range want {
+				if math.Abs(float64(got[i]-want[i])) > 1e-6 || gpu.Err() != nil {
+					t.Fatalf("sign %v: element %d: got %g want %g (err %v)", sign, i, got[i], want[i], gpu.Err())
+				}
+			}
+		}
+	})
+	t.Run("Softmax", func(t *testing.T) {
+		rows, n := 9, 1000
+		x := randF32(r, rows*n, 20)
+		for i := 0; i < n; i++ { // an all -Inf row
+			x[3*n+i] = float32(math.Inf(-1))
+		}
+		want := append([]float32(nil), x...)
+		got := append([]float32(nil), x...)
+		cpu.Softmax(want, rows, n)
+		gpu.Softmax(got, rows, n)
+		if e := relErr(got, want); e > 1e-5 || gpu.Err() != nil {
+			t.Fatalf("rel err %g (err %v)", e, gpu.Err())
+		}
+	})
+	t.Run("SwiGLU", func(t *testing.T) {
+		for _, limit := range []float32{10, 0} {
+			n := 3*2048 + 5
+			g, u := randF32(r, n, 30), randF32(r, n, 30)
+			want, got := make([]float32, n), make([]float32, n)
+			poison(got)
+			cpu.SwiGLU(want, g, u, limit)
+			gpu.SwiGLU(got, g, u, limit)
+			if e := relErr(got, want); e > 1e-5 || gpu.Err() != nil {
+				t.Fatalf("limit %v: rel err %g (err %v)", limit, e, gpu.Err())
+			}
+		}
+	})
+	t.Run("TopK", func(t *testing.T) {
+		for _, c := range []struct {
+			n, k int
+			ties bool
+		}{{256, 6, false}, {4096, 64, false}, {300, 20, true}} {
+			s := randF32(r, c.n, 1)
+			if c.ties {
+				for i := range s {
+					s[i] = float32(r.IntN(10))
+				}
+				s[7] = float32(math.NaN())
+			}
+			want, got := make([]int32, c.k), make([]int32, c.k)
+			cpu.TopK(want, s, c.k)
+			gpu.TopK(got, s, c.k)
+			if gpu.Err() != nil {
+				t.Fatal(gpu.Err())
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("n=%d k=%d: position %d: got %d want %d", c.n, c.k, i, got[i], want[i])
+				}
+			}
+		}
+	})
+}
+
+// refRouter is the DeepSeek-V4 gate composed from the CPU backend's TopK.
+func refRouter(logits, bias []float32, n, k int, scale float32) ([]int32, []float32) {
+	s := make([]float32, n)
+	key := make([]float32, n)
+	for i, l := range logits {
+		sp := math.Log1p(math.Exp(float64(l)))
+		if l > 20 {
+			sp = float64(l)
+		}
+		s[i] = float32(math.Sqrt(sp))
+		key[i] = s[i]
+		if bias != nil {
+			key[i] += bias[i]
+		}
+	}
+	idx := make([]int32, k)
+	kernels.TopK(idx, key, k)
+	var sum float64
+	for _, i := range idx {
+		sum += float64(s[i])
+	}
+	w := make([]float32, k)
+	for j, i := range idx {
+		w[j] = float32(float64(s[i]) / (sum + 1e-20) * float64(scale))
+	}
+	return idx, w
+}
+
+func TestRouterAndEmbedding(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := d.Stream()
+	rows, n, k := 33, 256, 6
+	logits, bias := randF32(r, rows*n, 4), randF32(r, n, 0.5)
+	lb, _ := d.Alloc(int64(rows * n * 4))
+	bb, _ := d.Alloc(int64(n * 4))
+	ib, _ := d.Alloc(int64(rows * k * 4))
+	wb, _ := d.Alloc(int64(rows * k * 4))
+	defer func() { lb.Free(); bb.Free(); ib.Free(); wb.Free() }()
+	must(t, lb.UploadF32(logits), bb.UploadF32(bias), st.Router(ib, wb, lb, bb, rows, n, k, 1.5))
+	gi, gw := make([]int32, rows*k), make([]float32, rows*k)
+	must(t, ib.DownloadI32(gi), wb.DownloadF32(gw))
+	for row := 0; row < rows; row++ {
+		wi, ww := refRouter(logits[row*n:(row+1)*n], bias, n, k, 1.5)
+		for j := 0; j < k; j++ {
+			if gi[row*k+j] != wi[j] {
+				t.Fatalf("row %d pos %d: idx %d want %d", row, j, gi[row*k+j], wi[j])
+			}
+		}
+		if e := relErr(gw[row*k:(row+1)*k], ww); e > 1e-5 {
+			t.Fatalf("row %d: weights rel err %g", row, e)
+		}
+	}
+
+	// embedding gather, bf16 and float32 tables
+	vocab, dim, m := 1000, 4096, 17
+	tab := randF32(r, vocab*dim, 1)
+	tb16 := make([]byte, 2*len(tab))
+	if err := numfmt.F32ToBF16Bytes(tb16, tab); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, m)
+	for i := range ids {
+		ids[i] = int32(r.IntN(vocab))
+	}
+	for _, isBF16 := range []bool{true, false} {
+		var tbuf *Buffer
+		var err error
+		if isBF16 {
+			tbuf, err = d.Alloc(int64(len(tb16)))
+			must(t, err, tbuf.Upload(tb16))
+		} else {
+			tbuf, err = d.Alloc(int64(4 * len(tab)))
+			must(t, err, tbuf.UploadF32(tab))
+		}
+		idb, _ := d.Alloc(int64(4 * m))
+		yb, _ := d.Alloc(int64(4 * m * dim))
+		must(t, idb.UploadI32(ids), st.Embedding(yb, tbuf, idb, isBF16, m, dim, vocab))
+		got := make([]float32, m*dim)
+		must(t, yb.DownloadF32(got))
+		for i, id := range ids {
+			for j := 0; j < dim; j++ {
+				want := tab[int(id)*dim+j]
+				if isBF16 {
+					want = numfmt.BF16ToF32(numfmt.F32ToBF16(want))
+				}
+				if got[i*dim+j] != want {
+					t.Fatalf("bf16=%v row %d col %d: got %g want %g", isBF16, i, j, got[i*dim+j], want)
+				}
+			}
+		}
+		tbuf.Free()
+		idb.Free()
+		yb.Free()
+	}
+}
+
+func must(t *testing.T, errs ...error) {
+	t.Helper()
+	for _, e := range errs {
+		if e != nil {
+			t.Fatal(e)
+		}
+	}
+}
+
+// bf16Acts returns random activations as bf16 bytes and their float64 values.
+func bf16Acts(r *rand.Rand, n int) ([]byte, []float64) {
+	f := randF32(r, n, 2)
+	b := make([]byte, 2*n)
+	numfmt.F32ToBF16Bytes(b, f)
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = float64(numfmt.BF16ToF32(uint16(b[2*i]) | uint16(b[2*i+1])<<8))
+	}
+	return b, v
+}
+
+type qcase struct {
+	f    Format
+	n, k int
+}
+
+func packRandom(t *testing.T, r *rand.Rand, c qcase) (*Packed, []float64) {
+	switch c.f {
+	case NVFP4:
+		w, s, g := randNVFP4(r, c.n, c.k)
+		p, err := PackNVFP4(w, s, g, c.n, c.k)
+		must(t, err)
+		return p, refNVFP4(w, s, g, c.n, c.k)
+	case MXFP4:
+		w, s := randMXFP4(r, c.n, c.k)
+		p, err := PackMXFP4(w, s, c.n, c.k)
+		must(t, err)
+		return p, refMXFP4(w, s, c.n, c.k)
+	default:
+		w, s := randFP8(r, c.n, c.k)
+		p, err := PackFP8Block(w, s, c.n, c.k)
+		must(t, err)
+		return p, refFP8(w, s, c.n, c.k)
+	}
+}
+
+func TestQGEMMConformance(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := d.Stream()
+	cases := []qcase{
+		{NVFP4, 256, 512}, {NVFP4, 200, 1024}, {NVFP4, 2048, 4096},
+		{MXFP4, 256, 512}, {MXFP4, 136, 2048},
+		{FP8Block, 256, 512}, {FP8Block, 300, 1024},
+	}
+	ms := []int{1, 3, 8, 16, 17, 33, 64, 100, 300}
+	for _, c := range cases {
+		p, ref := packRandom(t, r, c)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		for _, m := range ms {
+			if c.n*c.k > 1<<20 && m != 1 && m != 16 && m != 64 && m != 100 {
+				continue // keep the float64 reference affordable
+			}
+			for _, acc := range []bool{false, true} {
+				name := fmt.Sprintf("%v/%dx%d/M=%d/acc=%v", c.f, c.n, c.k, m, acc)
+				xb, xv := bf16Acts(r, m*c.k)
+				xbuf, err := d.Alloc(int64(len(xb)))
+				must(t, err, xbuf.Upload(xb))
+				ybuf, err := d.Alloc(int64(4 * m * c.n))
+				must(t, err)
+				y0 := randF32(r, m*c.n, 1)
+				if !acc {
+					poison(y0)
+				}
+				must(t, ybuf.UploadF32(y0))
+				if err := st.QGEMM(w, xbuf, ybuf, m, acc); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				got := make([]float32, m*c.n)
+				must(t, ybuf.DownloadF32(got))
+				for i := 0; i < m; i++ {
+					for j := 0; j < c.n; j++ {
+						var s, sa float64
+						for kk := 0; kk < c.k; kk++ {
+							p := ref[j*c.k+kk] * xv[i*c.k+kk]
+							s += p
+							sa += math.Abs(p)
+						}
+						if acc {
+							s += float64(y0[i*c.n+j])
+							sa += math.Abs(float64(y0[i*c.n+j]))
+						}
+						g := float64(got[i*c.n+j])
+						if math.IsNaN(g) || math.Abs(g-s) > sa*0x1p-14+1e-30 {
+							t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
+						}
+					}
+				}
+				xbuf.Free()
+				ybuf.Free()
+			}
+		}
+		w.Free()
+	}
+}
+
+// TestGraphDecodeStep captures RMSNorm -> gate/up QGEMM -> SwiGLU -> down QGEMM (one
+// expert's FFN, as in a decode step) into a CUDA graph and checks that replays (one cgo
+// call each) reproduce the eager result bit for bit.
+func TestGraphDecodeStep(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st, err := d.NewStream()
+	must(t, err)
+	defer st.Close()
+	const m, hid, inter = 4, 1024, 512
+	p1, _ := packRandom(t, r, qcase{NVFP4, inter, hid})
+	p3, _ := packRandom(t, r, qcase{NVFP4, inter, hid})
+	p2, _ := packRandom(t, r, qcase{NVFP4, hid, inter})
+	w1, err := d.UploadWeight(p1)
+	must(t, err)
+	w3, err := d.UploadWeight(p3)
+	must(t, err)
+	w2, err := d.UploadWeight(p2)
+	must(t, err)
+	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+	x, xn := alloc(4*m*hid), alloc(2*m*hid)
+	g, u, h := alloc(4*m*inter), alloc(4*m*inter), alloc(2*m*inter)
+	y := alloc(4 * m * hid)
+	must(t, x.UploadF32(randF32(r, m*hid, 2)))
+	step := func() error {
+		return firstErr(st.RMSNorm(nil, xn, x, nil, m, hid, 1e-6),
+			st.QGEMM(w1, xn, g, m, false), st.QGEMM(w3, xn, u, m, false),
+			st.SwiGLU(nil, h, g, u, m*inter, 10),
+			st.QGEMM(w2, h, y, m, false))
+	}
+	must(t, step(), st.Sync())
+	eager := make([]float32, m*hid)
+	must(t, y.DownloadF32(eager))
+	must(t, st.BeginCapture())
+	if err := step(); err != nil {
+		st.EndCapture()
+		t.Fatal(err)
+	}
+	gr, err := st.EndCapture()
+	must(t, err)
+	defer gr.Close()
+	poisoned := make([]float32, m*hid)
+	poison(poisoned)
+	must(t, y.UploadF32(poisoned))
+	must(t, gr.Launch(st, 3, true))
+	got := make([]float32, m*hid)
+	must(t, y.DownloadF32(got))
+	for i := range got {
+		// split-K float32 atomics may add in a different order between runs
+		if math.Abs(float64(got[i]-eager[i])) > 1e-4*math.Abs(float64(eager[i]))+1e-6 {
+			t.Fatalf("graph replay element %d: %g vs eager %g", i, got[i], eager[i])
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	d := device(t)
+	st := d.Stream()
+	p, err := PackNVFP4(make([]byte, 64*128/2), make([]byte, 64*128/16), 1, 64, 128)
+	must(t, err)
+	w, err := d.UploadWeight(p)
+	must(t, err)
+	defer w.Free()
+	small, err := d.Alloc(16)
+	must(t, err)
+	if err := st.QGEMM(w, small, small, 1, false); !errors.Is(err, ErrShape) {
+		t.Fatalf("short buffers: got %v, want ErrShape", err)
+	}
+	small.Free()
+	if err := small.Upload([]byte{1}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("freed buffer: got %v, want ErrClosed", err)
+	}
+	if _, err := d.Alloc(-1); !errors.Is(err, ErrShape) {
+		t.Fatalf("negative alloc: got %v", err)
+	}
+	if _, err := d.Alloc(d.Memory() * 2); err == nil {
+		t.Fatal("oversized alloc succeeded")
+	}
+	// a CUDA-side error is a *Error carrying the code
+	huge, err := d.Alloc(d.Memory() - 1)
+	if err == nil {
+		huge.Free()
+	} else {
+		var ce *Error
+		if !errors.As(err, &ce) && !errors.Is(err, ErrShape) {
+			t.Fatalf("huge alloc: %v is not a *Error", err)
+		}
+		if ce != nil && ce.Code == 0 {
+			t.Fatalf("error without code: %v", ce)
+		}
+	}
+}

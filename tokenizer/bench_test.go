@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Benchmarks on the golden corpus (tokenizer/testdata/corpus.jsonl.gz), DeepSeek-V4
@@ -21,8 +22,15 @@ func corpusTexts(b *testing.B) (texts []string, bytes int64, tokens int64) {
 	return texts, bytes, tokens
 }
 
-func reportTokens(b *testing.B, tokens int64) {
+// reportTokens reports tokens/s of wall time and, because the development machine
+// is shared, MB/s and tokens/s of process CPU time (cpu0 = processCPU() at the start
+// of the timed loop; it includes the garbage collector's work).
+func reportTokens(b *testing.B, bytes, tokens int64, cpu0 time.Duration) {
 	b.ReportMetric(float64(tokens)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(bytes)*float64(b.N)/cpu.Seconds()/1e6, "cpuMB/s")
+		b.ReportMetric(float64(tokens)*float64(b.N)/cpu.Seconds(), "cpu-tokens/s")
+	}
 }
 
 // BenchmarkEncodeCorpus encodes each corpus string in turn on one goroutine, with a
@@ -36,12 +44,13 @@ func BenchmarkEncodeCorpus(b *testing.B) {
 	}
 	b.SetBytes(n)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		for _, s := range texts {
 			dst = v4.AppendEncode(dst[:0], s, EncodeOptions{})
 		}
 	}
-	reportTokens(b, tokens)
+	reportTokens(b, n, tokens, cpu0)
 }
 
 // BenchmarkEncodeCorpusCold is BenchmarkEncodeCorpus with an empty BPE cache at the
@@ -53,6 +62,7 @@ func BenchmarkEncodeCorpusCold(b *testing.B) {
 	var dst []int32
 	b.SetBytes(n)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		tok.cache = newWordCache(1 << 16)
@@ -61,7 +71,7 @@ func BenchmarkEncodeCorpusCold(b *testing.B) {
 			dst = tok.AppendEncode(dst[:0], s, EncodeOptions{})
 		}
 	}
-	reportTokens(b, tokens)
+	reportTokens(b, n, tokens, cpu0)
 }
 
 // BenchmarkEncodeDocument encodes the corpus joined by newlines as one text.
@@ -71,12 +81,14 @@ func BenchmarkEncodeDocument(b *testing.B) {
 	doc := strings.Join(texts, "\n")
 	dst := v4.Encode(doc, EncodeOptions{})
 	tokens := int64(len(dst))
-	b.SetBytes(int64(len(doc)))
+	n := int64(len(doc))
+	b.SetBytes(n)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		dst = v4.AppendEncode(dst[:0], doc, EncodeOptions{})
 	}
-	reportTokens(b, tokens)
+	reportTokens(b, n, tokens, cpu0)
 }
 
 // BenchmarkEncodeBatch encodes the corpus with EncodeBatch on GOMAXPROCS goroutines.
@@ -85,12 +97,13 @@ func BenchmarkEncodeBatch(b *testing.B) {
 	_, v4 := testTokenizers(b)
 	b.SetBytes(n)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		if _, err := v4.EncodeBatch(context.Background(), texts, EncodeOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportTokens(b, tokens)
+	reportTokens(b, n, tokens, cpu0)
 }
 
 // BenchmarkDecode decodes the corpus ids string by string.
@@ -99,6 +112,7 @@ func BenchmarkDecode(b *testing.B) {
 	_, v4 := testTokenizers(b)
 	b.SetBytes(n)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		for _, r := range corpusRec {
 			if _, err := v4.Decode(r.V4, DecodeOptions{}); err != nil {
@@ -106,7 +120,7 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	}
-	reportTokens(b, tokens)
+	reportTokens(b, n, tokens, cpu0)
 }
 
 // BenchmarkStreamDecode feeds the corpus ids one at a time to a StreamDecoder.
@@ -116,6 +130,7 @@ func BenchmarkStreamDecode(b *testing.B) {
 	d := v4.NewStreamDecoder(DecodeOptions{})
 	b.SetBytes(n)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		for _, r := range corpusRec {
 			for _, id := range r.V4 {
@@ -126,7 +141,7 @@ func BenchmarkStreamDecode(b *testing.B) {
 			d.Flush()
 		}
 	}
-	reportTokens(b, tokens)
+	reportTokens(b, n, tokens, cpu0)
 }
 
 // BenchmarkEncodeLongRuns encodes pathological inputs: 64 KiB of one letter, of
@@ -141,5 +156,14 @@ func BenchmarkEncodeLongRuns(b *testing.B) {
 				v4.Encode(s, EncodeOptions{})
 			}
 		})
+	}
+}
+
+// BenchmarkLoad measures Load of the V4 tokenizer (gzipped tokenizer.json).
+func BenchmarkLoad(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := Load("testdata/deepseek-v4"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

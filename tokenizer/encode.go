@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -81,28 +82,20 @@ func (t *Tokenizer) pretokenize(st *encState, level int, s string, dst []int32) 
 	return dst
 }
 
-// EncodeBatch encodes texts in parallel on up to GOMAXPROCS goroutines (errgroup);
-// out[i] is Encode(texts[i], opts). It returns ctx.Err() if ctx is cancelled first.
+// EncodeBatch encodes texts in parallel on up to GOMAXPROCS goroutines (an
+// errgroup pulling indexes from a shared counter); out[i] is Encode(texts[i], opts).
+// It stops early and returns ctx.Err() if ctx is cancelled.
 func (t *Tokenizer) EncodeBatch(ctx context.Context, texts []string, opts EncodeOptions) ([][]int32, error) {
 	out := make([][]int32, len(texts))
 	g, ctx := errgroup.WithContext(ctx)
-	workers := min(runtime.GOMAXPROCS(0), len(texts))
-	var nextIdx int64
-	var mu sync.Mutex
-	take := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		i := int(nextIdx)
-		nextIdx++
-		return i
-	}
-	for w := 0; w < workers; w++ {
+	var next atomic.Int64
+	for w := min(runtime.GOMAXPROCS(0), len(texts)); w > 0; w-- {
 		g.Go(func() error {
 			for {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				i := take()
+				i := int(next.Add(1) - 1)
 				if i >= len(texts) {
 					return nil
 				}

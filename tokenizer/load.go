@@ -161,7 +161,7 @@ func Parse(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%w: tokenizer.json: %v", ErrFormat, err)
 	}
 	initClasses()
-	t := &Tokenizer{bos: -1, eos: -1, cache: newWordCache(1 << 16)}
+	t := &Tokenizer{bos: -1, eos: -1, cache: newWordCache(1 << 17)}
 	if err := t.buildModel(&tj); err != nil {
 		return nil, err
 	}

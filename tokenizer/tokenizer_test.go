@@ -522,3 +522,53 @@ func TestAddedTokenFlagsEqualHF(t *testing.T) {
 		}
 	}
 }
+
+// TestPreTokenizersEqualHF swaps other pre-tokenizers into the V3 tokenizer (the
+// GPT-2 ByteLevel regex, add_prefix_space, every Split behaviour, invert, String
+// patterns) and compares with HF (testdata/pretok.jsonl.gz). These run on regexp2.
+func TestPreTokenizersEqualHF(t *testing.T) {
+	raw, err := readFile(filepath.Join("testdata", "deepseek-v3", "tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		Variant      string          `json:"variant"`
+		PreTokenizer json.RawMessage `json:"pre_tokenizer"`
+		Text         string          `json:"text"`
+		IDs          []int32         `json:"ids"`
+	}
+	var tok *Tokenizer
+	var variant string
+	n := 0
+	err = readJSONLines(filepath.Join("testdata", "pretok.jsonl.gz"), func(dec *json.Decoder) error {
+		var l line
+		if err := dec.Decode(&l); err != nil {
+			return err
+		}
+		if l.Variant != "" {
+			variant = l.Variant
+			doc["pre_tokenizer"] = l.PreTokenizer
+			b, _ := json.Marshal(doc)
+			var err error
+			if tok, err = Parse(b, nil); err != nil {
+				return fmt.Errorf("%s: %w", variant, err)
+			}
+			return nil
+		}
+		n++
+		if got := tok.Encode(l.Text, EncodeOptions{}); !cmp.Equal(got, l.IDs) && !(len(got) == 0 && len(l.IDs) == 0) {
+			t.Errorf("%s: Encode(%q)\n got %v\nwant %v", variant, l.Text, got, l.IDs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 500 {
+		t.Fatalf("only %d cases", n)
+	}
+}

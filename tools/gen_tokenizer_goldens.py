@@ -28,6 +28,10 @@ Outputs (gzipped JSON lines, deterministic for a given seed and tokenizers versi
   tokenizer/testdata/flags.jsonl.gz    added tokens with lstrip/rstrip/single_word flags
                                        (first line: {"added": [...]}, appended to the V3
                                        tokenizer), then {"text", "ids", "ids_es"} lines
+  tokenizer/testdata/pretok.jsonl.gz   other pre-tokenizers (GPT-2 ByteLevel regex, prefix
+                                       space, every Split behaviour, invert, String
+                                       patterns) put in the V3 tokenizer: per variant a
+                                       {"variant", "pre_tokenizer"} line, then {"text", "ids"}
 
 Run from the repository root:
   tools/.venv/bin/python tools/gen_tokenizer_goldens.py
@@ -323,6 +327,45 @@ def write_flags():
     return n
 
 
+def _split(pattern, behavior, invert=False, literal=False):
+    return {"type": "Split", "pattern": {"String" if literal else "Regex": pattern},
+            "behavior": behavior, "invert": invert}
+
+
+_BL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+
+PRETOK_VARIANTS = {
+    "bytelevel_regex": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+    "bytelevel_prefix": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+    "removed": {"type": "Sequence", "pretokenizers": [_split(r"\s+", "Removed"), _BL]},
+    "merged_prev": {"type": "Sequence", "pretokenizers": [_split(r"\s+", "MergedWithPrevious"), _BL]},
+    "merged_next": {"type": "Sequence", "pretokenizers": [_split(r"\s+", "MergedWithNext"), _BL]},
+    "contiguous": {"type": "Sequence", "pretokenizers": [_split(r"\p{N}", "Contiguous"), _BL]},
+    "invert_isolated": {"type": "Sequence", "pretokenizers": [_split(r"\p{L}+", "Isolated", True), _BL]},
+    "invert_removed": {"type": "Sequence", "pretokenizers": [_split(r"\p{L}+", "Removed", True), _BL]},
+    "invert_merged_prev": {"type": "Sequence", "pretokenizers": [_split(r"[.!?]", "MergedWithPrevious", True), _BL]},
+    "string": {"type": "Sequence", "pretokenizers": [_split(" ", "Isolated", literal=True),
+                                                     _split("ab", "MergedWithNext", literal=True), _BL]},
+}
+
+
+def write_pretok(corpus):
+    with gzip.open(os.path.join(TD, "deepseek-v3", "tokenizer.json.gz"), "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    texts = corpus[:60] + corpus[-20:] + ["ab abab  ab\t1 22 333 a1b2", "  lead and trail  ", "Hi! Ho? Hu.", ""]
+    n = 0
+    with gzip.GzipFile(os.path.join(TD, "pretok.jsonl.gz"), "wb", mtime=0) as gz:
+        for name, pre in PRETOK_VARIANTS.items():
+            d["pre_tokenizer"] = pre
+            tok = tokenizers.Tokenizer.from_str(json.dumps(d))
+            gz.write((json.dumps({"variant": name, "pre_tokenizer": pre}) + "\n").encode("utf-8"))
+            for t in texts:
+                rec = {"text": t, "ids": tok.encode(t, add_special_tokens=False).ids}
+                gz.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
+                n += 1
+    return n
+
+
 def main():
     n_ranges = write_unicode_table()
     n_flags = write_flags()
@@ -333,6 +376,7 @@ def main():
     v4es = load("deepseek-v4")
     v4es.encode_special_tokens = True
     corpus = build_corpus()
+    n_pretok = write_pretok(corpus)
     n_es = 0
     with gzip.GzipFile(os.path.join(TD, "corpus.jsonl.gz"), "wb", mtime=0) as gz:
         for s in corpus:
@@ -370,7 +414,8 @@ def main():
                 n_dec += 1
     print(f"tokenizers {tokenizers.__version__}: {len(corpus)} corpus strings "
           f"({n_es} encode_special_tokens variants), {n_dec} decode cases, "
-          f"{n_ranges} Unicode 16.0 class ranges, {n_flags} added-token flag cases", file=sys.stderr)
+          f"{n_ranges} Unicode 16.0 class ranges, {n_flags} added-token flag cases, "
+          f"{n_pretok} pre-tokenizer cases", file=sys.stderr)
 
 
 if __name__ == "__main__":

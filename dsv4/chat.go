@@ -314,7 +314,7 @@ func (e *Engine) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, err
 // The zero value is ready to use.
 type ChatAccumulator struct {
 	choices []ChatChoice
-	accs    []chatAcc
+	accs    []*chatAcc
 	usage   Usage
 }
 
@@ -334,9 +334,9 @@ func (a *ChatAccumulator) Add(ch *ChatChunk) {
 	}
 	for ch.Index >= len(a.choices) {
 		a.choices = append(a.choices, ChatChoice{Index: len(a.choices), Message: ChatMessage{Role: "assistant"}})
-		a.accs = append(a.accs, chatAcc{})
+		a.accs = append(a.accs, &chatAcc{})
 	}
-	c, acc := &a.choices[ch.Index], &a.accs[ch.Index]
+	c, acc := &a.choices[ch.Index], a.accs[ch.Index]
 	acc.content.WriteString(ch.Delta.Content)
 	acc.reasoning.WriteString(ch.Delta.ReasoningContent)
 	for _, tc := range ch.Delta.ToolCalls {
@@ -370,7 +370,7 @@ func (a *ChatAccumulator) Add(ch *ChatChunk) {
 func (a *ChatAccumulator) Response() *ChatResponse {
 	resp := &ChatResponse{Choices: make([]ChatChoice, len(a.choices)), Usage: a.usage}
 	for i := range a.choices {
-		c, acc := a.choices[i], &a.accs[i]
+		c, acc := a.choices[i], a.accs[i]
 		content := acc.content.String()
 		if content != "" || len(acc.calls) == 0 {
 			c.Message.Content = &content

@@ -1,0 +1,150 @@
+// Command server is an OpenAI-compatible HTTP server for a DeepSeek-V4
+// checkpoint, on net/http, driving one dsv4.Engine (continuous batching).
+//
+//	go run ./examples/server --model-path models/dsv4-tiny --port 30000
+//
+// Endpoints: POST /v1/chat/completions (stream and non-stream; tools,
+// tool_choice, parallel_tool_calls, chat_template_kwargs thinking /
+// enable_thinking, reasoning_effort, logprobs, n, stream_options), POST
+// /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus:
+// TTFT, inter-token latency and end-to-end histograms, running and waiting
+// requests, token counters, KV state memory).
+//
+// Flags follow SGLang's names where one exists (--model-path, --host,
+// --port, --served-model-name, --api-key, --reasoning-parser,
+// --tool-call-parser, --chat-template, --max-running-requests,
+// --chunked-prefill-size, --context-length). Errors are OpenAI error objects
+// ({"error": {"message", "type", "param", "code"}}) with 4xx/5xx status
+// codes; unknown request fields are ignored. SIGINT/SIGTERM drains: /health
+// turns 503, new requests are refused, running ones finish (up to
+// --drain-timeout), then the engine stops.
+//
+// Dependencies: github.com/prometheus/client_golang for /metrics (the
+// standard Prometheus client; its text format and histogram semantics are
+// what scrapers expect).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+// defaultModelDir finds models/dsv4-tiny in the module containing the
+// working directory.
+func defaultModelDir() string {
+	dir, _ := os.Getwd()
+	for {
+		p := filepath.Join(dir, "models", "dsv4-tiny")
+		if _, err := os.Stat(filepath.Join(p, "config.json")); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return filepath.Join("models", "dsv4-tiny")
+		}
+		dir = parent
+	}
+}
+
+func run() error {
+	var (
+		modelPath      = flag.String("model-path", "", "checkpoint directory (config.json, safetensors, tokenizer.json); default: the embedded tiny model")
+		host           = flag.String("host", "127.0.0.1", "listen address")
+		port           = flag.Int("port", 30000, "listen port")
+		servedName     = flag.String("served-model-name", "", "model id reported and accepted (default: the directory name)")
+		apiKey         = flag.String("api-key", "", "require Authorization: Bearer KEY on /v1/*")
+		reasoning      = flag.String("reasoning-parser", "", "reasoning parser: deepseek-v4, deepseek-v3, deepseek-r1, none (default: the model's)")
+		toolParser     = flag.String("tool-call-parser", "", "tool-call parser: deepseek-v4 (deepseekv4), deepseekv32, deepseekv31, deepseekv3, none (default: the model's)")
+		chatTemplate   = flag.String("chat-template", "", "chat encoding: deepseek-v4 or deepseek-v32 (default: the model's)")
+		maxRunning     = flag.Int("max-running-requests", 64, "most sequences decoding at once")
+		chunkedPrefill = flag.Int("chunked-prefill-size", 512, "per-step token budget (prefill chunks + decode tokens)")
+		maxQueued      = flag.Int("max-queued-requests", 1024, "most requests waiting for admission (more get 503)")
+		stateMem       = flag.Int64("max-state-bytes", 0, "KV state memory budget in bytes (0: unlimited)")
+		contextLen     = flag.Int("context-length", 0, "limit of max_tokens (0: the model's context length)")
+		maxBody        = flag.Int64("max-body-bytes", 8<<20, "request body limit")
+		drainTimeout   = flag.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for running requests")
+		logLevel       = flag.String("log-level", "info", "debug, info, warn, error")
+	)
+	flag.Parse()
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	if *modelPath == "" {
+		*modelPath = defaultModelDir()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	log.Info("loading model", "path", *modelPath)
+	m, err := dsv4.Load(ctx, *modelPath)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	eng, err := dsv4.NewEngine(m, dsv4.EngineOptions{
+		MaxBatch: *maxRunning, StepTokens: *chunkedPrefill, MaxWaiting: *maxQueued, StateMemory: *stateMem,
+		Encoding: *chatTemplate, ReasoningParser: *reasoning, ToolCallParser: *toolParser,
+	})
+	if err != nil {
+		return err
+	}
+	name := *servedName
+	if name == "" {
+		name = filepath.Base(filepath.Clean(*modelPath))
+	}
+	srv := NewServer(eng, ServerConfig{ModelName: name, Aliases: []string{*modelPath}, APIKey: *apiKey,
+		MaxBodyBytes: *maxBody, MaxTokens: *contextLen, Logger: log})
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "model", name)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("draining", "timeout", *drainTimeout)
+	return shutdown(srv, hs, eng, *drainTimeout)
+}
+
+// shutdown drains: refuse new work, wait for running requests, stop the
+// engine.
+func shutdown(srv *Server, hs *http.Server, eng *dsv4.Engine, timeout time.Duration) error {
+	srv.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := hs.Shutdown(ctx)
+	if cerr := eng.Close(ctx); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+)
+
+// metrics are the Prometheus series of the server, named after vLLM's and
+// SGLang's (prefix dsv4_ instead of vllm: / sglang:).
+type metrics struct {
+	ttft, itl, e2e          prometheus.Histogram
+	promptTokens, genTokens prometheus.Counter
+	success                 *prometheus.CounterVec
+	errors                  *prometheus.CounterVec
+}
+
+// latency buckets in seconds, as vLLM's TTFT/ITL families
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	itlBuckets  = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 10}
+	e2eBuckets  = []float64{0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480}
+)
+
+func newMetrics(reg *prometheus.Registry, eng *dsv4.Engine, model string) *metrics {
+	labels := prometheus.Labels{"model_name": model}
+	m := &metrics{
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_time_to_first_token_seconds",
+			Help: "Time from request arrival to the first generated token.", Buckets: ttftBuckets, ConstLabels: labels}),
+		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_inter_token_latency_seconds",
+			Help: "Time between successive streamed tokens of a request.", Buckets: itlBuckets, ConstLabels: labels}),
+		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_e2e_request_latency_seconds",
+			Help: "Time from request arrival to its last token.", Buckets: e2eBuckets, ConstLabels: labels}),
+		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_prompt_tokens_total",
+			Help: "Prompt tokens of finished requests.", ConstLabels: labels}),
+		genTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_generation_tokens_total",
+			Help: "Generated tokens of finished requests.", ConstLabels: labels}),
+		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_request_success_total",
+			Help: "Finished requests by finish reason.", ConstLabels: labels}, []string{"finished_reason"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_request_errors_total",
+			Help: "Rejected or failed requests by endpoint and cause.", ConstLabels: labels}, []string{"endpoint", "cause"}),
+	}
+	gauge := func(name, help string, f func(dsv4.EngineStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return f(eng.Stats()) })
+	}
+	reg.MustRegister(m.ttft, m.itl, m.e2e, m.promptTokens, m.genTokens, m.success, m.errors,
+		gauge("dsv4_num_requests_running", "Sequences admitted to the engine (prefilling or decoding).",
+			func(s dsv4.EngineStats) float64 { return float64(s.Running) }),
+		gauge("dsv4_num_requests_waiting", "Sequences queued for admission.",
+			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }),
+		gauge("dsv4_live_sequences", "Sequences holding KV state.",
+			func(s dsv4.EngineStats) float64 { return float64(s.LiveSequences) }),
+		gauge("dsv4_state_memory_bytes", "KV state memory reserved by running sequences.",
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBytes) }),
+		gauge("dsv4_state_memory_budget_bytes", "KV state memory budget (0: unlimited).",
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBudget) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dsv4_engine_decode_steps_total",
+			Help: "Batched decode steps run by the engine.", ConstLabels: labels},
+			func() float64 { return float64(eng.Stats().DecodeSteps) }),
+	)
+	return m
+}
+
+// observer times one request.
+type observer struct {
+	m      *metrics
+	start  time.Time
+	last   time.Time
+	first  bool
+	closed bool
+}
+
+func (m *metrics) observer(start time.Time) *observer {
+	return &observer{m: m, start: start}
+}
+
+// chunk records a streamed chunk: TTFT at the first one with output, ITL
+// between later ones.
+func (o *observer) chunk(ch *dsv4.ChatChunk) {
+	d := &ch.Delta
+	if d.Content == "" && d.ReasoningContent == "" && len(d.ToolCalls) == 0 {
+		return
+	}
+	now := time.Now()
+	if !o.first {
+		o.first = true
+		o.m.ttft.Observe(now.Sub(o.start).Seconds())
+	} else {
+		o.m.itl.Observe(now.Sub(o.last).Seconds())
+	}
+	o.last = now
+}
+
+func (o *observer) done(u dsv4.Usage, choices []dsv4.ChatChoice) {
+	reasons := make([]string, len(choices))
+	for i, c := range choices {
+		reasons[i] = c.FinishReason
+	}
+	o.doneReasons(u, reasons)
+}
+
+func (o *observer) doneReasons(u dsv4.Usage, reasons []string) {
+	if o.closed {
+		return
+	}
+	o.closed = true
+	o.m.e2e.Observe(time.Since(o.start).Seconds())
+	o.m.promptTokens.Add(float64(u.PromptTokens))
+	o.m.genTokens.Add(float64(u.CompletionTokens))
+	for _, r := range reasons {
+		o.m.success.WithLabelValues(r).Inc()
+	}
+}
+
+func (o *observer) failed() {
+	if !o.closed {
+		o.closed = true
+		o.m.errors.WithLabelValues("stream", "aborted").Inc()
+	}
+}

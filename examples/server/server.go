@@ -1,0 +1,510 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+)
+
+// Server is the OpenAI-compatible HTTP front end of one dsv4.Engine.
+type Server struct {
+	eng          *dsv4.Engine
+	modelName    string
+	aliases      map[string]bool // names accepted in "model" besides modelName
+	apiKey       string
+	maxBodyBytes int64
+	maxTokens    int // upper limit of max_tokens (0: the context length)
+	log          *slog.Logger
+	created      int64
+	draining     atomic.Bool
+
+	reg *prometheus.Registry
+	m   *metrics
+}
+
+// ServerConfig configures NewServer.
+type ServerConfig struct {
+	ModelName    string   // served model name (the "id" of /v1/models)
+	Aliases      []string // other accepted names (e.g. the model path)
+	APIKey       string   // "" disables authentication
+	MaxBodyBytes int64    // request body limit; default 8 MiB
+	MaxTokens    int      // limit of max_tokens; default the context length
+	Logger       *slog.Logger
+}
+
+// NewServer wraps eng.
+func NewServer(eng *dsv4.Engine, cfg ServerConfig) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 8 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		eng: eng, modelName: cfg.ModelName, apiKey: cfg.APIKey,
+		maxBodyBytes: cfg.MaxBodyBytes, maxTokens: cfg.MaxTokens, log: cfg.Logger,
+		created: time.Now().Unix(), aliases: map[string]bool{},
+		reg: prometheus.NewRegistry(),
+	}
+	for _, a := range cfg.Aliases {
+		s.aliases[a] = true
+	}
+	if s.maxTokens <= 0 {
+		s.maxTokens = eng.MaxContext()
+	}
+	s.m = newMetrics(s.reg, eng, cfg.ModelName)
+	return s
+}
+
+// Handler returns the HTTP routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", s.auth(s.post(s.chatCompletions)))
+	mux.HandleFunc("/v1/completions", s.auth(s.post(s.completions)))
+	mux.HandleFunc("/v1/models", s.auth(s.models))
+	mux.HandleFunc("/health", s.health)
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found_error", "", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// Drain makes /health report 503 and new generation requests fail with
+// 503, ahead of http.Server.Shutdown.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// apiError is OpenAI's error object.
+type apiError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    any    `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, param, code, msg string) {
+	e := apiError{Message: msg, Type: typ}
+	if param != "" {
+		e.Param = param
+	}
+	if code != "" {
+		e.Code = code
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
+}
+
+// writeEngineError maps engine errors to OpenAI errors and status codes.
+func (s *Server) writeEngineError(w http.ResponseWriter, err error) {
+	var pe *dsv4.ParamError
+	switch {
+	case errors.As(err, &pe):
+		writeError(w, http.StatusBadRequest, "invalid_request_error", pe.Param, "", err.Error())
+	case errors.Is(err, dsv4.ErrInvalidParams):
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", err.Error())
+	case errors.Is(err, dsv4.ErrContextLength):
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "context_length_exceeded", err.Error())
+	case errors.Is(err, dsv4.ErrRequestTooLarge):
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens", "request_too_large", err.Error())
+	case errors.Is(err, dsv4.ErrQueueFull):
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "", "queue_full", err.Error())
+	case errors.Is(err, dsv4.ErrEngineClosed):
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "", "shutting_down", err.Error())
+	case errors.Is(err, dsv4.ErrNoChat):
+		writeError(w, http.StatusNotImplemented, "invalid_request_error", "", "", err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, 499, "invalid_request_error", "", "cancelled", err.Error())
+	default:
+		s.log.Error("request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal_error", "", "", err.Error())
+	}
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.apiKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.apiKey)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key", "invalid or missing API key")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// post checks the method, drains, and reads the body within the limit.
+func (s *Server) post(h func(http.ResponseWriter, *http.Request, []byte)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "method_not_allowed", "use POST")
+			return
+		}
+		if s.draining.Load() {
+			writeError(w, http.StatusServiceUnavailable, "service_unavailable", "", "shutting_down", "server is shutting down")
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBodyBytes))
+		if err != nil {
+			var mb *http.MaxBytesError
+			if errors.As(err, &mb) {
+				writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "", "request_too_large",
+					fmt.Sprintf("request body over %d bytes", s.maxBodyBytes))
+				return
+			}
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "reading body: "+err.Error())
+			return
+		}
+		h(w, r, body)
+	}
+}
+
+// decodeJSON decodes body into v with OpenAI-style errors (unknown fields
+// are ignored).
+func decodeJSON(w http.ResponseWriter, body []byte, v any) bool {
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return true
+	}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		writeError(w, http.StatusBadRequest, "invalid_request_error", te.Field, "",
+			fmt.Sprintf("invalid type for %q: expected %s, got %s", te.Field, te.Type, te.Value))
+	case errors.As(err, &se):
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "malformed JSON: "+err.Error())
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "invalid request: "+err.Error())
+	}
+	return false
+}
+
+func (s *Server) checkModel(w http.ResponseWriter, model string) bool {
+	if model == "" || model == s.modelName || s.aliases[model] {
+		return true
+	}
+	writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
+		fmt.Sprintf("the model %q does not exist; this server serves %q", model, s.modelName))
+	return false
+}
+
+func (s *Server) checkMaxTokens(w http.ResponseWriter, vals map[string]*int) bool {
+	for name, v := range vals {
+		if v != nil && (*v < 1 || *v > s.maxTokens) {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", name, "",
+				fmt.Sprintf("%s must be in [1, %d], got %d", name, s.maxTokens, *v))
+			return false
+		}
+	}
+	return true
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// chatChunkJSON is one chat.completion.chunk.
+type chatChunkJSON struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []chunkChoiceJSON `json:"choices"`
+}
+
+type chatChunkUsageJSON struct {
+	chatChunkJSON
+	Usage *dsv4.Usage `json:"usage"`
+}
+
+type chunkChoiceJSON struct {
+	Index        int                `json:"index"`
+	Delta        dsv4.ChatDelta     `json:"delta"`
+	Logprobs     *dsv4.ChatLogprobs `json:"logprobs"`
+	FinishReason *string            `json:"finish_reason"`
+	MatchedStop  any                `json:"matched_stop,omitempty"`
+}
+
+type chatResponseJSON struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []dsv4.ChatChoice `json:"choices"`
+	Usage   dsv4.Usage        `json:"usage"`
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req dsv4.ChatRequest
+	if !decodeJSON(w, body, &req) || !s.checkModel(w, req.Model) {
+		s.m.errors.WithLabelValues("chat", "400").Inc()
+		return
+	}
+	if !s.checkMaxTokens(w, map[string]*int{"max_tokens": req.MaxTokens, "max_completion_tokens": req.MaxCompletionTokens}) {
+		return
+	}
+	t0 := time.Now()
+	stream, err := s.eng.ChatStream(r.Context(), &req)
+	if err != nil {
+		s.m.errors.WithLabelValues("chat", "engine").Inc()
+		s.writeEngineError(w, err)
+		return
+	}
+	id, created := newID("chatcmpl-"), time.Now().Unix()
+	obs := s.m.observer(t0)
+	if !req.Stream {
+		var acc dsv4.ChatAccumulator
+		for ch, err := range stream {
+			if err != nil {
+				s.writeEngineError(w, err)
+				return
+			}
+			obs.chunk(ch)
+			acc.Add(ch)
+		}
+		resp := acc.Response()
+		obs.done(resp.Usage, resp.Choices)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(chatResponseJSON{
+			ID: id, Object: "chat.completion", Created: created, Model: s.modelName,
+			Choices: resp.Choices, Usage: resp.Usage,
+		})
+		return
+	}
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	s.sse(w, r, stream, obs, func(ch *dsv4.ChatChunk) any {
+		base := chatChunkJSON{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.modelName}
+		if ch.Usage != nil {
+			if !includeUsage {
+				return nil
+			}
+			base.Choices = []chunkChoiceJSON{}
+			return chatChunkUsageJSON{base, ch.Usage}
+		}
+		c := chunkChoiceJSON{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
+		if ch.FinishReason != "" {
+			c.FinishReason = &ch.FinishReason
+		}
+		base.Choices = []chunkChoiceJSON{c}
+		if includeUsage {
+			return chatChunkUsageJSON{base, nil}
+		}
+		return base
+	})
+}
+
+// sse streams chunks as server-sent events, ending with "data: [DONE]".
+// A write error (client gone) stops the stream, which frees its state.
+func (s *Server) sse(w http.ResponseWriter, r *http.Request, stream iter.Seq2[*dsv4.ChatChunk, error], obs *observer, render func(*dsv4.ChatChunk) any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Connection", "keep-alive")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var buf []byte
+	write := func(v any) bool {
+		buf = append(buf[:0], "data: "...)
+		b, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		buf = append(buf, b...)
+		buf = append(buf, "\n\n"...)
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	var usage dsv4.Usage
+	var finishes []string
+	for ch, err := range stream {
+		if err != nil {
+			if r.Context().Err() == nil {
+				e := apiError{Message: err.Error(), Type: "internal_error"}
+				if errors.Is(err, dsv4.ErrEngineClosed) {
+					e.Type, e.Code = "service_unavailable", "shutting_down"
+				}
+				write(map[string]apiError{"error": e})
+			}
+			obs.failed()
+			return
+		}
+		obs.chunk(ch)
+		if ch.Usage != nil {
+			usage = *ch.Usage
+		}
+		if ch.FinishReason != "" {
+			finishes = append(finishes, ch.FinishReason)
+		}
+		v := render(ch)
+		if v == nil {
+			continue
+		}
+		if !write(v) {
+			obs.failed()
+			return // the stream's iterator stops: the engine frees the state
+		}
+	}
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	_ = rc.Flush()
+	obs.doneReasons(usage, finishes)
+}
+
+// completion JSON shapes
+type completionChoiceJSON struct {
+	Index        int                      `json:"index"`
+	Text         string                   `json:"text"`
+	Logprobs     *dsv4.CompletionLogprobs `json:"logprobs"`
+	FinishReason *string                  `json:"finish_reason"`
+	MatchedStop  any                      `json:"matched_stop,omitempty"`
+}
+
+type completionJSON struct {
+	ID      string                 `json:"id"`
+	Object  string                 `json:"object"`
+	Created int64                  `json:"created"`
+	Model   string                 `json:"model"`
+	Choices []completionChoiceJSON `json:"choices"`
+	Usage   *dsv4.Usage            `json:"usage,omitempty"`
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req dsv4.CompletionRequest
+	if !decodeJSON(w, body, &req) || !s.checkModel(w, req.Model) {
+		s.m.errors.WithLabelValues("completions", "400").Inc()
+		return
+	}
+	if !s.checkMaxTokens(w, map[string]*int{"max_tokens": req.MaxTokens}) {
+		return
+	}
+	t0 := time.Now()
+	stream, err := s.eng.CompleteStream(r.Context(), &req)
+	if err != nil {
+		s.m.errors.WithLabelValues("completions", "engine").Inc()
+		s.writeEngineError(w, err)
+		return
+	}
+	id, created := newID("cmpl-"), time.Now().Unix()
+	obs := s.m.observer(t0)
+	offsets := map[int]int{}
+	logprobs := func(ch *dsv4.ChatChunk) *dsv4.CompletionLogprobs {
+		if ch.Logprobs == nil {
+			return nil
+		}
+		lp := dsv4.LegacyLogprobs(ch.Logprobs.Content, offsets[ch.Index])
+		return lp
+	}
+	if !req.Stream {
+		var choices []completionChoiceJSON
+		var usage dsv4.Usage
+		get := func(i int) *completionChoiceJSON {
+			for len(choices) <= i {
+				choices = append(choices, completionChoiceJSON{Index: len(choices)})
+			}
+			return &choices[i]
+		}
+		var finishes []string
+		for ch, err := range stream {
+			if err != nil {
+				s.writeEngineError(w, err)
+				return
+			}
+			obs.chunk(ch)
+			if ch.Usage != nil {
+				usage = *ch.Usage
+				continue
+			}
+			c := get(ch.Index)
+			if lp := logprobs(ch); lp != nil {
+				if c.Logprobs == nil {
+					c.Logprobs = lp
+				} else {
+					c.Logprobs.Tokens = append(c.Logprobs.Tokens, lp.Tokens...)
+					c.Logprobs.TokenLogprobs = append(c.Logprobs.TokenLogprobs, lp.TokenLogprobs...)
+					c.Logprobs.TopLogprobs = append(c.Logprobs.TopLogprobs, lp.TopLogprobs...)
+					c.Logprobs.TextOffset = append(c.Logprobs.TextOffset, lp.TextOffset...)
+				}
+				offsets[ch.Index] = lp.TextOffset[len(lp.TextOffset)-1] + len(lp.Tokens[len(lp.Tokens)-1])
+			}
+			c.Text += ch.Delta.Content
+			if ch.FinishReason != "" {
+				f := ch.FinishReason
+				c.FinishReason = &f
+				c.MatchedStop = ch.MatchedStop
+				finishes = append(finishes, f)
+			}
+		}
+		obs.doneReasons(usage, finishes)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(completionJSON{ID: id, Object: "text_completion", Created: created,
+			Model: s.modelName, Choices: choices, Usage: &usage})
+		return
+	}
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	s.sse(w, r, stream, obs, func(ch *dsv4.ChatChunk) any {
+		out := completionJSON{ID: id, Object: "text_completion", Created: created, Model: s.modelName}
+		if ch.Usage != nil {
+			if !includeUsage {
+				return nil
+			}
+			out.Choices = []completionChoiceJSON{}
+			out.Usage = ch.Usage
+			return out
+		}
+		c := completionChoiceJSON{Index: ch.Index, Text: ch.Delta.Content, MatchedStop: ch.MatchedStop}
+		if lp := logprobs(ch); lp != nil {
+			c.Logprobs = lp
+			offsets[ch.Index] = lp.TextOffset[len(lp.TextOffset)-1] + len(lp.Tokens[len(lp.Tokens)-1])
+		}
+		if ch.FinishReason != "" {
+			c.FinishReason = &ch.FinishReason
+		}
+		out.Choices = []completionChoiceJSON{c}
+		return out
+	})
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "method_not_allowed", "use GET")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.modelName, "object": "model", "created": s.created, "owned_by": "dsv4go",
+			"root": s.modelName, "max_model_len": s.eng.MaxContext(),
+		}},
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}

@@ -31,8 +31,18 @@
 // partial UTF-8 sequence.
 //
 // Input text that is not valid UTF-8 is accepted: its stray bytes are classified like
-// U+FFFD by the pre-tokenizer and encoded as their own bytes, so Decode(Encode(s))
-// returns s for every string s, valid or not.
+// U+FFFD by the pre-tokenizer and encoded as their own bytes, so the token bytes of
+// Encode(s) (TokenBytes) always concatenate back to s, and Decode(Encode(s)) == s for
+// every valid UTF-8 s (Decode replaces the invalid bytes, as HF does).
+//
+// Unicode classes (\p{L}, \p{N}, ...) follow Unicode 16.0, the tables of the Oniguruma
+// engine inside HF tokenizers (unicode16_table.go), not Go's 15.0 tables.
+//
+// Not implemented (Load returns ErrUnsupported): normalizers other than none or an
+// empty Sequence, non-BPE models, BPE dropout and subword prefixes/suffixes,
+// pre-tokenizers other than Sequence, Split and ByteLevel, decoders other than
+// ByteLevel. The post_processor, truncation and padding sections are ignored: BOS and
+// EOS come from tokenizer_config.json through EncodeOptions.
 //
 // Dependencies: regexp2 (see step 2) and golang.org/x/sync/errgroup (EncodeBatch).
 package tokenizer

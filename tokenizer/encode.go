@@ -116,22 +116,16 @@ func (t *Tokenizer) VocabSize() int { return len(t.tokenStr) }
 // TokenID returns the id of a token given as written in tokenizer.json: an added
 // token's content, or a base token in the ByteLevel alphabet (e.g. "Ġthe").
 func (t *Tokenizer) TokenID(token string) (int32, bool) {
-	for _, a := range t.added {
-		if a.Content == token {
-			return a.ID, true
-		}
+	if id, ok := t.addedIDs[token]; ok {
+		return id, true
 	}
 	if raw, ok := byteLevelDecode(token); ok {
-		if id, ok := t.vocab[raw]; ok && t.tokenStr[id] == token {
+		if id, ok := t.vocab[raw]; ok {
 			return id, true
 		}
 	}
-	for id, s := range t.tokenStr { // tokens outside the ByteLevel alphabet
-		if t.known[id] && s == token {
-			return int32(id), true
-		}
-	}
-	return -1, false
+	id, ok := t.oddVocab[token]
+	return id, ok
 }
 
 // Token returns the token of id as written in tokenizer.json (ByteLevel alphabet for

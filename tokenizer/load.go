@@ -41,7 +41,9 @@ type Tokenizer struct {
 	special    []bool   // Decode skips it when SkipSpecialTokens is set
 
 	added     []AddedToken
-	addedByID map[int32]int // index into added
+	addedByID map[int32]int    // index into added
+	addedIDs  map[string]int32 // content -> id
+	oddVocab  map[string]int32 // base tokens outside the ByteLevel alphabet -> id
 	addedRaw  *trie         // non-normalized added tokens
 	addedNorm *trie         // normalized added tokens
 
@@ -151,7 +153,9 @@ func readFile(path string) ([]byte, error) {
 
 // Parse builds a Tokenizer from the contents of tokenizer.json and, optionally (nil
 // or empty to omit), tokenizer_config.json. Errors wrap ErrFormat, ErrUnsupported or
-// ErrTooLarge.
+// ErrTooLarge. Added tokens get their ids as HF's loader assigns them: in file order,
+// the id of an equal vocabulary token, else the next id from the vocabulary size on
+// (the "id" field of the file is not consulted; for files written by HF the two agree).
 func Parse(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	if len(tokenizerJSONData) > MaxFileBytes || len(configJSON) > MaxFileBytes {
 		return nil, ErrTooLarge
@@ -229,6 +233,10 @@ func (t *Tokenizer) buildModel(tj *tokenizerJSON) error {
 			// Not in the ByteLevel alphabet: BPE can never produce it; Decode writes it raw
 			// as HF's ByteLevel decoder does.
 			t.tokenBytes[id] = tok
+			if t.oddVocab == nil {
+				t.oddVocab = map[string]int32{}
+			}
+			t.oddVocab[tok] = id
 			continue
 		}
 		t.tokenBytes[id] = raw
@@ -356,6 +364,7 @@ func (t *Tokenizer) buildAdded(list []addedTokenJSON, vocab map[string]int32) er
 			return fmt.Errorf("%w: added token %q id %d", ErrTooLarge, a.Content, id)
 		}
 		byContent[a.Content] = id
+		t.addedIDs = byContent
 		if a.Special {
 			specialContent[a.Content] = true
 		}

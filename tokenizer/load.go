@@ -44,8 +44,8 @@ type Tokenizer struct {
 	addedByID map[int32]int    // index into added
 	addedIDs  map[string]int32 // content -> id
 	oddVocab  map[string]int32 // base tokens outside the ByteLevel alphabet -> id
-	addedRaw  *trie         // non-normalized added tokens
-	addedNorm *trie         // normalized added tokens
+	addedRaw  *trie            // non-normalized added tokens
+	addedNorm *trie            // normalized added tokens
 
 	steps []preStep // pre-tokenizer pipeline
 	cache *wordCache

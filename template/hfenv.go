@@ -1,7 +1,9 @@
 package template
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -399,6 +401,11 @@ func hfMethods() exec.Methods {
 			str[n] = m
 		}
 	}
+	for _, n := range []string{"center", "ljust", "rjust", "zfill", "expandtabs"} {
+		if m, ok := str[n]; ok {
+			str[n] = boundedMethod(m, n)
+		}
+	}
 	str["strip"] = stripMethod(true, true)
 	str["lstrip"] = stripMethod(true, false)
 	str["rstrip"] = stripMethod(false, true)
@@ -553,4 +560,196 @@ func budgetOf(ev *exec.Evaluator) (*budget, bool) {
 	}
 	b, ok := v.(*budget)
 	return b, ok
+}
+
+// maxRepeatItems bounds list repetition ([x] * n).
+const maxRepeatItems = 10 * MaxRange
+
+// operands returns the two operands the AST pass packed for `*`/`**`.
+func operands(in *exec.Value) (a, b *exec.Value, err error) {
+	if !in.IsList() || in.Len() != 2 {
+		return nil, nil, fmt.Errorf("internal: operator operands")
+	}
+	return in.Index(0), in.Index(1), nil
+}
+
+func opErr(ev *exec.Evaluator, err error) *exec.Value {
+	if errors.Is(err, ErrLimit) {
+		if b, ok := budgetOf(ev); ok && b.err == nil {
+			b.err = err
+		}
+	}
+	return exec.AsValue(err)
+}
+
+func maxOutOf(ev *exec.Evaluator) int {
+	if b, ok := budgetOf(ev); ok {
+		return b.maxOut
+	}
+	return DefaultMaxOutputBytes
+}
+
+// pyIntOf is Python's int value of an int or bool operand.
+func pyIntOf(v *exec.Value) (int, bool) {
+	switch {
+	case v.IsBool():
+		if v.Bool() {
+			return 1, true
+		}
+		return 0, true
+	case v.IsInteger():
+		return v.Integer(), true
+	}
+	return 0, false
+}
+
+// filterMul is Python's a * b for the types templates use: numbers,
+// str * int, list * int (sizes bounded by the output limit).
+func filterMul(ev *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	a, b, err := operands(in)
+	if err != nil {
+		return exec.AsValue(err)
+	}
+	if n, ok := pyIntOf(b); ok && (a.IsString() || a.IsList()) {
+		return repeat(ev, a, n)
+	}
+	if n, ok := pyIntOf(a); ok && (b.IsString() || b.IsList()) {
+		return repeat(ev, b, n)
+	}
+	ai, aInt := pyIntOf(a)
+	bi, bInt := pyIntOf(b)
+	switch {
+	case aInt && bInt:
+		p := ai * bi
+		if ai != 0 && (p/ai != bi || (ai == -1 && bi == math.MinInt)) {
+			return exec.AsValue(float64(ai) * float64(bi)) // beyond int64: approximate
+		}
+		return exec.AsValue(p)
+	case (a.IsNumber() || aInt) && (b.IsNumber() || bInt):
+		return exec.AsValue(a.Float() * b.Float())
+	}
+	return exec.AsValue(fmt.Errorf("unsupported operand type(s) for *"))
+}
+
+func repeat(ev *exec.Evaluator, v *exec.Value, n int) *exec.Value {
+	if n <= 0 {
+		if v.IsString() {
+			return exec.AsValue("")
+		}
+		return exec.AsValue([]any{})
+	}
+	if v.IsString() {
+		s := v.String()
+		if len(s) > 0 && n > maxOutOf(ev)/len(s) {
+			return opErr(ev, fmt.Errorf("%w: string repetition longer than %d bytes", ErrLimit, maxOutOf(ev)))
+		}
+		return exec.AsValue(strings.Repeat(s, n))
+	}
+	l := v.Len()
+	if l > 0 && n > maxRepeatItems/l {
+		return opErr(ev, fmt.Errorf("%w: list repetition longer than %d items", ErrLimit, maxRepeatItems))
+	}
+	out := make([]any, 0, l*n)
+	for range n {
+		for i := range l {
+			out = append(out, v.Index(i).Interface())
+		}
+	}
+	return exec.AsValue(out)
+}
+
+// filterPow is Python's a ** b: exact for ints with a non-negative
+// exponent (when the result fits int64), float otherwise.
+func filterPow(ev *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	a, b, err := operands(in)
+	if err != nil {
+		return exec.AsValue(err)
+	}
+	ai, aInt := pyIntOf(a)
+	bi, bInt := pyIntOf(b)
+	if aInt && bInt && bi >= 0 {
+		r, base, e := 1, ai, bi
+		for e > 0 {
+			if e&1 == 1 {
+				if base != 0 && ((r*base)/base != r) {
+					return exec.AsValue(math.Pow(float64(ai), float64(bi)))
+				}
+				r *= base
+			}
+			e >>= 1
+			if e > 0 {
+				if base != 0 && (base*base)/base != base {
+					return exec.AsValue(math.Pow(float64(ai), float64(bi)))
+				}
+				base *= base
+			}
+		}
+		return exec.AsValue(r)
+	}
+	if (a.IsNumber() || aInt) && (b.IsNumber() || bInt) {
+		return exec.AsValue(math.Pow(a.Float(), b.Float()))
+	}
+	return exec.AsValue(fmt.Errorf("unsupported operand type(s) for **"))
+}
+
+// lipsum is jinja2's lorem-ipsum global with a bounded paragraph count.
+func lipsum(va *exec.VarArgs) (string, error) {
+	n := 5
+	if len(va.Args) > 0 {
+		if !va.Args[0].IsInteger() {
+			return "", fmt.Errorf("lipsum: n must be an integer")
+		}
+		n = va.Args[0].Integer()
+	}
+	if n > 1000 {
+		return "", fmt.Errorf("%w: lipsum(%d)", ErrLimit, n)
+	}
+	p := "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua."
+	out := make([]string, max(n, 0))
+	for i := range out {
+		out[i] = p
+	}
+	return strings.Join(out, "\n\n"), nil
+}
+
+// maxWidthArg bounds the width-like integer arguments of padding methods
+// and filters (center, ljust, indent, ...), which allocate that much.
+const maxWidthArg = 1 << 20
+
+func widthErr(name string, va *exec.VarArgs) error {
+	check := func(v *exec.Value) error {
+		if v != nil && v.IsInteger() && v.Integer() > maxWidthArg {
+			return fmt.Errorf("%w: %s width %d (at most %d)", ErrLimit, name, v.Integer(), maxWidthArg)
+		}
+		return nil
+	}
+	for _, a := range va.Args {
+		if err := check(a); err != nil {
+			return err
+		}
+	}
+	for _, a := range va.KwArgs {
+		if err := check(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func boundedMethod(m exec.Method[string], name string) exec.Method[string] {
+	return func(self string, v *exec.Value, va *exec.VarArgs) (any, error) {
+		if err := widthErr(name, va); err != nil {
+			return nil, err
+		}
+		return m(self, v, va)
+	}
+}
+
+func boundedFilter(f exec.FilterFunction, name string) exec.FilterFunction {
+	return func(ev *exec.Evaluator, in *exec.Value, va *exec.VarArgs) *exec.Value {
+		if err := widthErr(name, va); err != nil {
+			return opErr(ev, err)
+		}
+		return f(ev, in, va)
+	}
 }

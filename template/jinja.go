@@ -137,11 +137,49 @@ func (n *budgetNode) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) e
 	return b.check(r)
 }
 
-// instrument prepends a budget node to every *nodes.Wrapper reachable from
-// root (loop bodies, macro bodies, if branches, ...).
+// Names of the filters the AST pass routes `*` and `**` through; a
+// template cannot spell them (NUL byte).
+const (
+	mulFilter = "\x00mul"
+	powFilter = "\x00pow"
+)
+
+// instrument rewrites a parsed template in place:
+//   - a budget node is prepended to every *nodes.Wrapper (loop bodies,
+//     macro bodies, if branches, ...), so each iteration and call spends
+//     budget;
+//   - `a * b` and `a ** b` become a filter over the pair [a, b] that
+//     computes them with Python semantics and bounded size (gonja would
+//     allocate 'x' * 10**12 and turns 2 ** 10 into a float).
 func instrument(root *nodes.Template) {
 	seen := map[uintptr]bool{}
 	wrapperType := reflect.TypeFor[*nodes.Wrapper]()
+	exprType := reflect.TypeFor[nodes.Expression]()
+	rewrite := func(v reflect.Value) {
+		if !v.IsValid() || v.Kind() != reflect.Interface || v.IsNil() || !v.CanInterface() {
+			return
+		}
+		be, ok := v.Interface().(*nodes.BinaryExpression)
+		if !ok || be.Operator == nil || be.Operator.Token == nil {
+			return
+		}
+		name := ""
+		switch be.Operator.Token.Type {
+		case tokens.Multiply:
+			name = mulFilter
+		case tokens.Power:
+			name = powFilter
+		default:
+			return
+		}
+		fe := &nodes.FilteredExpression{
+			Expression: &nodes.List{Location: be.Operator.Token, Val: []nodes.Expression{be.Left, be.Right}},
+			Filters:    []*nodes.FilterCall{{Token: be.Operator.Token, Name: name, Kwargs: map[string]nodes.Expression{}}},
+		}
+		if v.CanSet() && v.Type() == exprType {
+			v.Set(reflect.ValueOf(nodes.Expression(fe)))
+		}
+	}
 	var walk func(v reflect.Value, depth int)
 	walk = func(v reflect.Value, depth int) {
 		if depth > 10_000 || !v.IsValid() {
@@ -167,6 +205,7 @@ func instrument(root *nodes.Template) {
 			}
 			walk(v.Elem(), depth+1)
 		case reflect.Interface:
+			rewrite(v)
 			walk(v.Elem(), depth+1)
 		case reflect.Struct:
 			if v.Type().PkgPath() == "github.com/nikolalohinski/gonja/v2/tokens" {
@@ -182,7 +221,16 @@ func instrument(root *nodes.Template) {
 		case reflect.Map:
 			it := v.MapRange()
 			for it.Next() {
-				walk(it.Value(), depth+1)
+				e := it.Value()
+				if v.CanInterface() && e.Kind() == reflect.Interface && e.Type() == exprType && v.Type().Elem() == exprType {
+					c := reflect.New(exprType).Elem()
+					c.Set(e)
+					rewrite(c)
+					v.SetMapIndex(it.Key(), c)
+					walk(c, depth+1)
+					continue
+				}
+				walk(e, depth+1)
 			}
 		}
 	}
@@ -201,11 +249,19 @@ func hfEnvironment() *exec.Environment {
 		gonja.SetLoggerOutput(io.Discard)
 		filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
 		_ = filters.Replace("tojson", filterToJSON)
+		for _, n := range []string{"center", "indent", "wordwrap", "truncate", "filesizeformat", "batch", "slice"} {
+			if f, ok := filters.Get(n); ok {
+				_ = filters.Replace(n, boundedFilter(f, n))
+			}
+		}
+		_ = filters.Register(mulFilter, filterMul)
+		_ = filters.Register(powFilter, filterPow)
 		tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
 		cs := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{}).Update(builtins.ControlStructures)
 		globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 		globals.Set("range", pyRange)
 		globals.Set("raise_exception", raiseException)
+		globals.Set("lipsum", lipsum)
 		hfEnv = &exec.Environment{
 			Context:           globals,
 			Filters:           filters,

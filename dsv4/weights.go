@@ -200,6 +200,8 @@ func (t *Tensor) DequantizeRows(dst []float32, r0, r1 int) error {
 			return numfmt.F64BytesToF32(dst, src)
 		case F8E4M3:
 			return numfmt.E4M3BytesToF32(dst, src)
+		case F8E8M0:
+			return numfmt.UE8M0BytesToF32(dst, src)
 		}
 	case FormatFP8Block:
 		return t.dequantFP8Block(dst, r0, r1)

@@ -16,7 +16,7 @@ tie and random bit patterns, the float32 value of all 256 float8_e4m3fn
 codes, and torch's float32 -> float8_e4m3fn casts of in-range values.
 With --goldens it instead reads the Go-converted checkpoints
 (dsv4/testdata/ckpt_fp8_mxfp4, ckpt_nvfp4; made by `go test ./dsv4/convert
--update`) and writes dsv4/testdata/dequant_goldens.json: for every
+-update`) and writes dequant_goldens.json into each: for every
 quantized tensor, the SHA-256 of its float32 dequantization computed here in
 torch from the format definitions (DeepSeek inference/convert.py for FP8 and
 MXFP4, NVIDIA ModelOpt for NVFP4), which Go must match bit for bit.
@@ -96,7 +96,6 @@ def deq_nvfp4(w: torch.Tensor, s: torch.Tensor, g: torch.Tensor) -> torch.Tensor
 def gen_goldens() -> None:
     from safetensors import safe_open
 
-    out = {}
     for ck in ("ckpt_fp8_mxfp4", "ckpt_nvfp4"):
         d = os.path.join(TESTDATA, ck)
         files = sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
@@ -129,10 +128,9 @@ def gen_goldens() -> None:
                 "sha256": hashlib.sha256(deq.numpy().tobytes()).hexdigest(),
                 "first": [float(x) for x in deq.flatten()[:4].tolist()],
             }
-        out[ck] = res
-    with open(os.path.join(TESTDATA, "dequant_goldens.json"), "w") as f:
-        json.dump(out, f, indent=1, sort_keys=True)
-        f.write("\n")
+        with open(os.path.join(d, "dequant_goldens.json"), "w") as f:
+            json.dump({"torch": torch.__version__, "tensors": res}, f, indent=1, sort_keys=True)
+            f.write("\n")
 
 
 def gen_numfmt() -> None:

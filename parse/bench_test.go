@@ -101,3 +101,18 @@ func BenchmarkScanFloor(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseManyEvents: 1.9 MB holding 20,000 tool-call blocks and
+// text between them, to show whole-text parsing stays linear in the
+// number of markers (each marker is searched once, text is gathered in
+// builders).
+func BenchmarkParseManyEvents(b *testing.B) {
+	text := strings.Repeat("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>x </think>", 20000)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		m, _ := Parse(text, benchOpts)
+		if len(m.ToolCalls) != 20000 {
+			b.Fatalf("%d calls", len(m.ToolCalls))
+		}
+	}
+}

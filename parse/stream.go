@@ -92,6 +92,7 @@ type Stream struct {
 
 	marks  [nStates][]marker
 	firsts [nStates][256]bool // first bytes of each state's markers
+	cache  map[string]*found
 	maxLen int
 
 	st      state
@@ -101,7 +102,7 @@ type Stream struct {
 	closed  bool
 	over    bool // MaxBytes passed
 
-	hold     string // blanks held in stReasonStart / stAfter
+	hold     strings.Builder // blanks held in stReasonStart / stAfter / between calls
 	acc      strings.Builder
 	headRaw  string // "<｜DSML｜invoke" / "<｜DSML｜parameter" / "<｜tool▁call▁begin｜>"
 	raw      strings.Builder
@@ -109,10 +110,15 @@ type Stream struct {
 	gapDirty bool // the current gap between markers had non-blank text
 	cur      *callState
 
-	rb, cb strings.Builder
-	calls  []callOut
-	diags  []Diagnostic
-	out    []Delta
+	rb, cb   strings.Builder
+	runBuf   strings.Builder // text of the Delta being gathered
+	runStr   string          // the Delta's text while it has one piece
+	runMulti bool            // runBuf holds the text
+	runKind  int
+	runIdx   int
+	calls    []callOut
+	diags    []Diagnostic
+	out      []Delta
 }
 
 type callOut struct {
@@ -304,6 +310,7 @@ func Parse(text string, opts Options) (Message, error) {
 }
 
 func (s *Stream) take() []Delta {
+	s.flushRun()
 	out := s.out
 	s.out = nil
 	return out
@@ -326,11 +333,10 @@ func (s *Stream) run(final bool) {
 		}
 		if from < len(s.pending) {
 			for k, m := range ms {
-				i := strings.Index(s.pending[from:], m.s)
+				i := s.find(m.s, from)
 				if i < 0 {
 					continue
 				}
-				i += from
 				if mi < 0 || i < mi || (i == mi && len(m.s) > len(ms[mk].s)) {
 					mi, mk = i, k
 				}
@@ -373,6 +379,52 @@ func (s *Stream) run(final bool) {
 		}
 		return
 	}
+}
+
+// found remembers, per marker, the result of its last search in the input
+// (absolute offsets), so that a large pending text with many markers is not
+// rescanned from the start for each event: whole-text parses stay linear.
+type found struct {
+	from, at, scanned int // searched from `from`; first match at `at` (-1: none up to `scanned`)
+}
+
+// find returns the index in pending of the first occurrence of m at or
+// after pending[from:], or -1.
+func (s *Stream) find(m string, from int) int {
+	if s.cache == nil {
+		s.cache = map[string]*found{}
+	}
+	start := s.pos + from
+	end := s.pos + len(s.pending)
+	c := s.cache[m]
+	if c != nil && c.from <= start {
+		if c.at >= start {
+			return c.at - s.pos
+		}
+		if c.at < 0 {
+			// Nothing up to c.scanned: search only the new tail.
+			resume := max(start, c.scanned-len(m)+1)
+			i := strings.Index(s.pending[resume-s.pos:], m)
+			if i < 0 {
+				c.scanned = end
+				return -1
+			}
+			c.at = resume + i
+			return c.at - s.pos
+		}
+	}
+	if c == nil {
+		c = &found{}
+		s.cache[m] = c
+	}
+	c.from = start
+	i := strings.Index(s.pending[from:], m)
+	if i < 0 {
+		c.at, c.scanned = -1, end
+		return -1
+	}
+	c.at = start + i
+	return c.at - s.pos
 }
 
 // partialStart returns the first position j such that p[j:] is a proper
@@ -419,16 +471,58 @@ func firstNonBlank(t string) int {
 
 // ---- output ----
 
+// Output: consecutive text of one kind (reasoning, content, or the
+// arguments of one call) is gathered in runBuf and becomes one Delta when
+// the kind changes or the Push returns (no quadratic string appends).
+const (
+	runNone = iota
+	runReasoning
+	runContent
+	runArgs
+)
+
+func (s *Stream) flushRun() {
+	if s.runKind == runNone {
+		return
+	}
+	t := s.runStr
+	if s.runMulti {
+		t = s.runBuf.String()
+		s.runBuf.Reset()
+	}
+	s.runStr, s.runMulti = "", false
+	switch s.runKind {
+	case runReasoning:
+		s.out = append(s.out, Delta{ReasoningContent: t})
+	case runContent:
+		s.out = append(s.out, Delta{Content: t})
+	case runArgs:
+		s.out = append(s.out, Delta{ToolCalls: []ToolCallDelta{{Index: s.runIdx, Function: FunctionDelta{Arguments: t}}}})
+	}
+	s.runKind = runNone
+}
+
+// appendRun adds t to the Delta being gathered; a single piece is kept as
+// is (no copy), several are joined in runBuf.
+func (s *Stream) appendRun(kind, idx int, t string) {
+	if s.runKind != kind || s.runIdx != idx {
+		s.flushRun()
+		s.runKind, s.runIdx, s.runStr = kind, idx, t
+		return
+	}
+	if !s.runMulti {
+		s.runBuf.WriteString(s.runStr)
+		s.runMulti = true
+	}
+	s.runBuf.WriteString(t)
+}
+
 func (s *Stream) emitReasoning(t string) {
 	if t == "" {
 		return
 	}
 	s.rb.WriteString(t)
-	if n := len(s.out); n > 0 && s.out[n-1].ReasoningContent != "" {
-		s.out[n-1].ReasoningContent += t
-		return
-	}
-	s.out = append(s.out, Delta{ReasoningContent: t})
+	s.appendRun(runReasoning, 0, t)
 }
 
 func (s *Stream) emitContent(t string) {
@@ -436,14 +530,11 @@ func (s *Stream) emitContent(t string) {
 		return
 	}
 	s.cb.WriteString(t)
-	if n := len(s.out); n > 0 && s.out[n-1].Content != "" {
-		s.out[n-1].Content += t
-		return
-	}
-	s.out = append(s.out, Delta{Content: t})
+	s.appendRun(runContent, 0, t)
 }
 
 func (s *Stream) emitHeader(name string) int {
+	s.flushRun()
 	idx := len(s.calls)
 	id := s.newID(idx)
 	s.calls = append(s.calls, callOut{id: id, name: name})
@@ -457,14 +548,13 @@ func (s *Stream) emitArgs(idx int, t string) {
 		return
 	}
 	s.calls[idx].args.WriteString(t)
-	if n := len(s.out); n > 0 && len(s.out[n-1].ToolCalls) == 1 {
-		d := &s.out[n-1].ToolCalls[0]
-		if d.Index == idx && d.ID == "" {
-			d.Function.Arguments += t
-			return
-		}
-	}
-	s.out = append(s.out, Delta{ToolCalls: []ToolCallDelta{{Index: idx, Function: FunctionDelta{Arguments: t}}}})
+	s.appendRun(runArgs, idx, t)
+}
+
+func (s *Stream) takeHold() string {
+	t := s.hold.String()
+	s.hold.Reset()
+	return t
 }
 
 func (s *Stream) diag(err error, off int, detail string) {
@@ -498,25 +588,23 @@ func (s *Stream) text(t string, off int) {
 	switch s.st {
 	case stReasonStart:
 		if isBlank(t) {
-			s.hold += t
+			s.hold.WriteString(t)
 			return
 		}
 		s.st = stReasoning
-		s.emitReasoning(s.hold + t)
-		s.hold = ""
+		s.emitReasoning(s.takeHold() + t)
 	case stReasoning:
 		s.emitReasoning(t)
 	case stContent:
 		s.emitContent(t)
 	case stAfter:
 		if isBlank(t) {
-			s.hold += t
+			s.hold.WriteString(t)
 			return
 		}
 		s.diag(ErrTextAfterToolCalls, off+firstNonBlank(t), "")
 		s.st = stContent
-		s.emitContent(s.hold + t)
-		s.hold = ""
+		s.emitContent(s.takeHold() + t)
 	case stBlock, stXBlock:
 		s.blockGap(t, off)
 	case stInvHead, stParamHead, stXCall:
@@ -546,7 +634,7 @@ func (s *Stream) text(t string, off int) {
 func (s *Stream) blockGap(t string, off int) {
 	if !s.gapDirty && isBlank(t) {
 		if s.commit {
-			s.hold += t
+			s.hold.WriteString(t)
 		} else {
 			s.raw.WriteString(t)
 		}
@@ -556,8 +644,7 @@ func (s *Stream) blockGap(t string, off int) {
 		s.gapDirty = true
 		s.diag(ErrMalformedToolCall, off+firstNonBlank(t), "text between calls")
 	}
-	s.leak(s.hold + t)
-	s.hold = ""
+	s.leak(s.takeHold() + t)
 }
 
 // ---- markers ----
@@ -567,16 +654,14 @@ func (s *Stream) marker(m marker, off int) {
 	case stReasonStart, stReasoning:
 		switch m.id {
 		case mThinkOpen: // leading <think>: blanks before it are dropped
-			s.hold = ""
+			s.hold.Reset()
 			s.st = stReasoning
 		case mThinkClose:
-			s.emitReasoning(s.hold)
-			s.hold = ""
+			s.emitReasoning(s.takeHold())
 			s.st = stContent
 		case mEOS:
 		case mBlockStart:
-			s.emitReasoning(s.hold)
-			s.hold = ""
+			s.emitReasoning(s.takeHold())
 			s.diag(ErrMissingThinkEnd, off, "tool-call block inside reasoning")
 			s.startBlock(m.s)
 		}
@@ -584,13 +669,12 @@ func (s *Stream) marker(m marker, off int) {
 		switch m.id {
 		case mEOS:
 		case mBlockStart:
-			s.hold = ""
+			s.hold.Reset()
 			s.startBlock(m.s)
 		case mStray:
 			if s.st == stAfter {
 				s.diag(ErrTextAfterToolCalls, off, "")
-				s.emitContent(s.hold)
-				s.hold = ""
+				s.emitContent(s.takeHold())
 				s.st = stContent
 			}
 			s.diag(ErrStrayMarker, off, m.s)
@@ -598,7 +682,7 @@ func (s *Stream) marker(m marker, off int) {
 		}
 	case stBlock:
 		s.gapDirty = false
-		s.hold = ""
+		s.hold.Reset()
 		switch m.id {
 		case mInvOpen:
 			s.headRaw = m.s
@@ -650,7 +734,7 @@ func (s *Stream) marker(m marker, off int) {
 		}
 	case stXBlock:
 		s.gapDirty = false
-		s.hold = ""
+		s.hold.Reset()
 		switch m.id {
 		case mXCallBegin:
 			s.headRaw = m.s
@@ -695,7 +779,7 @@ func (s *Stream) endBlock(end string, off int) {
 		s.leak(end)
 	}
 	s.raw.Reset()
-	s.hold = ""
+	s.hold.Reset()
 	s.st = stAfter
 }
 
@@ -952,17 +1036,16 @@ func (s *Stream) finish() {
 	end := s.total
 	switch s.st {
 	case stReasonStart:
-		s.emitReasoning(s.hold)
-		s.hold = ""
+		s.emitReasoning(s.takeHold())
 		if s.total > 0 {
 			s.diag(ErrMissingThinkEnd, end, "")
 		}
 	case stReasoning:
 		s.diag(ErrMissingThinkEnd, end, "")
 	case stAfter:
-		s.hold = ""
+		s.hold.Reset()
 	case stBlock, stXBlock:
-		s.hold = ""
+		s.hold.Reset()
 		s.diag(ErrUnterminatedToolCall, end, "block not closed")
 	case stInvHead:
 		s.diag(ErrUnterminatedToolCall, end, "invoke header not closed")

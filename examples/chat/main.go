@@ -1,0 +1,160 @@
+// Command chat talks to a DeepSeek-V4 checkpoint from the terminal.
+//
+//	go run ./examples/chat "What is 17*23? Number only."   # one answer, then exit
+//	go run ./examples/chat                                 # interactive chat
+//
+// With a prompt argument it prints the model's answer (content only) on
+// stdout and exits; without one it reads user turns from stdin, keeps the
+// conversation, and streams each reply. In thinking mode (-think) the
+// reasoning is streamed to stderr. Decoding is greedy unless -temperature
+// is set. The model defaults to the tiny model shipped with the module
+// (models/dsv4-tiny); -model names another checkpoint directory.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "chat:", err)
+		os.Exit(1)
+	}
+}
+
+// defaultModelDir finds models/dsv4-tiny in the module holding the working
+// directory.
+func defaultModelDir() string {
+	dir, _ := os.Getwd()
+	for {
+		p := filepath.Join(dir, "models", "dsv4-tiny")
+		if _, err := os.Stat(filepath.Join(p, "config.json")); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return filepath.Join("models", "dsv4-tiny")
+		}
+		dir = parent
+	}
+}
+
+func run() error {
+	var (
+		modelDir    = flag.String("model", "", "checkpoint directory (default: the tiny model shipped in models/dsv4-tiny)")
+		think       = flag.Bool("think", false, "thinking mode: the model reasons first (shown on stderr)")
+		effort      = flag.String("reasoning-effort", "", "reasoning effort: high or max (thinking mode)")
+		system      = flag.String("system", "", "system prompt")
+		temperature = flag.Float64("temperature", 0, "sampling temperature (0: greedy)")
+		topP        = flag.Float64("top-p", 1, "nucleus sampling mass")
+		maxTokens   = flag.Int("max-tokens", 512, "most tokens per reply (reasoning included)")
+		seed        = flag.Int64("seed", 0, "sampling seed (0: random)")
+	)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: chat [flags] [prompt]\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if *modelDir == "" {
+		*modelDir = defaultModelDir()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	m, err := dsv4.Load(ctx, *modelDir)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	eng, err := dsv4.NewEngine(m, dsv4.EngineOptions{MaxBatch: 1})
+	if err != nil {
+		return err
+	}
+	defer eng.Close(context.Background())
+
+	var history []dsv4.Message
+	if *system != "" {
+		history = append(history, dsv4.Message{Role: "system", Content: *system})
+	}
+	ask := func(user string, out io.Writer) (string, error) {
+		req := &dsv4.ChatRequest{
+			Messages:        append(history, dsv4.Message{Role: "user", Content: user}),
+			Temperature:     temperature,
+			TopP:            topP,
+			MaxTokens:       maxTokens,
+			ReasoningEffort: *effort,
+		}
+		if *seed != 0 {
+			req.Seed = seed
+		}
+		if *think {
+			req.ChatTemplateKwargs = map[string]any{"thinking": true}
+		}
+		stream, err := eng.ChatStream(ctx, req)
+		if err != nil {
+			return "", err
+		}
+		var content, reasoning strings.Builder
+		for ch, err := range stream {
+			if err != nil {
+				return "", err
+			}
+			if ch.Delta.ReasoningContent != "" {
+				reasoning.WriteString(ch.Delta.ReasoningContent)
+				fmt.Fprint(os.Stderr, ch.Delta.ReasoningContent)
+			}
+			if ch.Delta.Content != "" {
+				if reasoning.Len() > 0 && content.Len() == 0 {
+					fmt.Fprintln(os.Stderr)
+				}
+				content.WriteString(ch.Delta.Content)
+				fmt.Fprint(out, ch.Delta.Content)
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				if tc.Function.Name != "" {
+					fmt.Fprintf(out, "[tool call %s]", tc.Function.Name)
+				}
+				fmt.Fprint(out, tc.Function.Arguments)
+			}
+		}
+		fmt.Fprintln(out)
+		history = append(history, dsv4.Message{Role: "user", Content: user},
+			dsv4.Message{Role: "assistant", Content: content.String(), ReasoningContent: reasoning.String()})
+		return content.String(), nil
+	}
+
+	if flag.NArg() > 0 {
+		_, err := ask(strings.Join(flag.Args(), " "), os.Stdout)
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "chatting with %s (Ctrl-D to quit)\n", *modelDir)
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	for {
+		fmt.Fprint(os.Stderr, "> ")
+		if !in.Scan() {
+			fmt.Fprintln(os.Stderr)
+			return in.Err()
+		}
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		if _, err := ask(line, os.Stdout); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+	}
+}

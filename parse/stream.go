@@ -208,14 +208,14 @@ func (s *Stream) buildMarkers() {
 	content = append(content, strays...)
 	s.marks[stContent] = content
 	s.marks[stAfter] = content
-	s.marks[stBlock] = []marker{{dsmlInvoke, mInvOpen}, blockEnd}
+	s.marks[stBlock] = []marker{{dsmlInvoke, mInvOpen}, blockEnd, eos}
 	s.marks[stInvHead] = []marker{{">", mGT}}
-	s.marks[stInvBody] = []marker{{dsmlParam, mParamOpen}, {dsmlInvokeEnd, mInvEnd}, blockEnd}
+	s.marks[stInvBody] = []marker{{dsmlParam, mParamOpen}, {dsmlInvokeEnd, mInvEnd}, blockEnd, eos}
 	s.marks[stParamHead] = []marker{{">", mGT}}
 	s.marks[stParamVal] = []marker{{dsmlParamEnd, mParamEnd}}
 	s.marks[stRawInvoke] = []marker{{dsmlInvokeEnd, mInvEnd}, blockEnd}
 	s.marks[stRawParam] = []marker{{dsmlParamEnd, mParamEnd}, {dsmlInvokeEnd, mInvEnd}}
-	s.marks[stXBlock] = []marker{{v3CallBegin, mXCallBegin}, blockEnd}
+	s.marks[stXBlock] = []marker{{v3CallBegin, mXCallBegin}, blockEnd, eos}
 	s.marks[stXCall] = []marker{{v3CallEnd, mXCallEnd}, {v3CallBegin, mXCallBegin}, blockEnd}
 	for st, ms := range s.marks {
 		kept := ms[:0:0]
@@ -681,6 +681,9 @@ func (s *Stream) marker(m marker, off int) {
 			s.emitContent(m.s)
 		}
 	case stBlock:
+		if m.id == mEOS { // end of turn inside an open block: dropped like elsewhere
+			return
+		}
 		s.gapDirty = false
 		s.hold.Reset()
 		switch m.id {
@@ -733,6 +736,9 @@ func (s *Stream) marker(m marker, off int) {
 			s.st = stBlock
 		}
 	case stXBlock:
+		if m.id == mEOS {
+			return
+		}
 		s.gapDirty = false
 		s.hold.Reset()
 		switch m.id {

@@ -11,11 +11,11 @@ import (
 type moe struct {
 	hash    bool
 	E, K, I int
-	gate    []float32 // router [E][D]
-	bias    []float32 // e_score_correction_bias [E] (top-k layers only)
-	tid2eid []int32   // [V][K] (hash layers only)
-	gateUp  []float32 // [E][2I][D]: rows 0..I-1 gate (w1), I..2I-1 up (w3)
-	down    []float32 // [E][D][I]
+	gate    []float32   // router [E][D]
+	bias    []float32   // e_score_correction_bias [E] (top-k layers only)
+	tid2eid []int32     // [V][K] (hash layers only)
+	gateUp  [][]float32 // per expert [2I][D]: rows 0..I-1 gate (w1), I..2I-1 up (w3)
+	down    [][]float32 // per expert [D][I] (w2)
 	shared  bool
 	sGate   []float32 // [I][D]
 	sUp     []float32 // [I][D]
@@ -55,17 +55,15 @@ func (m *moe) bind(cfg *Config, i int, src tensorSource) error {
 	}
 	// routed experts, packed: gateUp[e] = [w1 rows; w3 rows], down[e] = w2
 	I := m.I
-	m.gateUp = make([]float32, m.E*2*I*D)
-	m.down = make([]float32, m.E*D*I)
+	m.gateUp = make([][]float32, m.E)
+	m.down = make([][]float32, m.E)
 	for e := 0; e < m.E && err == nil; e++ {
 		q := fmt.Sprintf("experts.%d.", e)
 		g := get(q+"gate_proj.weight", I, D)
 		u := get(q+"up_proj.weight", I, D)
-		dn := get(q+"down_proj.weight", D, I)
+		m.down[e] = get(q+"down_proj.weight", D, I)
 		if err == nil {
-			copy(m.gateUp[e*2*I*D:], g)
-			copy(m.gateUp[e*2*I*D+I*D:], u)
-			copy(m.down[e*D*I:], dn)
+			m.gateUp[e] = append(g[:len(g):len(g)], u...)
 		}
 	}
 	if cfg.NSharedExperts > 0 {
@@ -155,13 +153,13 @@ func (m *moe) forward(n *network, b *batch, h, y []float32) {
 			copy(x[i*D:(i+1)*D], h[r*D:(r+1)*D])
 		}
 		gu = grow(gu, nr*2*I)
-		kernels.MatMul(gu, x, m.gateUp[e*2*I*D:(e+1)*2*I*D], nr, 2*I, D)
+		kernels.MatMul(gu, x, m.gateUp[e], nr, 2*I, D)
 		act = grow(act, nr*I)
 		for i := 0; i < nr; i++ {
 			kernels.SwiGLU(act[i*I:(i+1)*I], gu[i*2*I:i*2*I+I], gu[i*2*I+I:(i+1)*2*I], m.limit)
 		}
 		out = grow(out, nr*D)
-		kernels.MatMul(out, act, m.down[e*D*I:(e+1)*D*I], nr, D, I)
+		kernels.MatMul(out, act, m.down[e], nr, D, I)
 		for i, r := range rs {
 			w := wOf[e][i]
 			yr := y[r*D : (r+1)*D]

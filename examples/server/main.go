@@ -10,6 +10,10 @@
 // TTFT, inter-token latency and end-to-end histograms, running and waiting
 // requests, token counters, KV state memory).
 //
+// --mock serves a scripted stand-in model instead of a checkpoint (see
+// mock.go): client conformance checks such as tools/openai_client_check.py
+// run against it without weights.
+//
 // Flags follow SGLang's names where one exists (--model-path, --host,
 // --port, --served-model-name, --api-key, --reasoning-parser,
 // --tool-call-parser, --chat-template, --max-running-requests,
@@ -40,6 +44,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/tokenizer"
 )
 
 func main() {
@@ -52,15 +57,21 @@ func main() {
 // defaultModelDir finds models/dsv4-tiny in the module containing the
 // working directory.
 func defaultModelDir() string {
+	return findInModule(filepath.Join("models", "dsv4-tiny"), "config.json")
+}
+
+// findInModule looks for rel (holding file) in the working directory and
+// its parents; it returns rel itself when none has it.
+func findInModule(rel, file string) string {
 	dir, _ := os.Getwd()
 	for {
-		p := filepath.Join(dir, "models", "dsv4-tiny")
-		if _, err := os.Stat(filepath.Join(p, "config.json")); err == nil {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(filepath.Join(p, file)); err == nil {
 			return p
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return filepath.Join("models", "dsv4-tiny")
+			return rel
 		}
 		dir = parent
 	}
@@ -84,6 +95,9 @@ func run() error {
 		maxBody        = flag.Int64("max-body-bytes", 8<<20, "request body limit")
 		drainTimeout   = flag.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for running requests")
 		logLevel       = flag.String("log-level", "info", "debug, info, warn, error")
+		tokenizerPath  = flag.String("tokenizer-path", "", "tokenizer directory (default: the model's)")
+		mock           = flag.Bool("mock", false, "serve a scripted stand-in model (DeepSeek-V4 vocabulary, no checkpoint) for client tests")
+		mockDelay      = flag.Duration("mock-delay", 0, "with --mock: time per decode step")
 	)
 	flag.Parse()
 	var lvl slog.Level
@@ -97,22 +111,46 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	log.Info("loading model", "path", *modelPath)
-	m, err := dsv4.Load(ctx, *modelPath)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	eng, err := dsv4.NewEngine(m, dsv4.EngineOptions{
+	opts := dsv4.EngineOptions{
 		MaxBatch: *maxRunning, StepTokens: *chunkedPrefill, MaxWaiting: *maxQueued, StateMemory: *stateMem,
 		Encoding: *chatTemplate, ReasoningParser: *reasoning, ToolCallParser: *toolParser,
-	})
-	if err != nil {
-		return err
 	}
+	if *tokenizerPath != "" || *mock {
+		dir := *tokenizerPath
+		if dir == "" {
+			dir = findInModule(filepath.Join("tokenizer", "testdata", "deepseek-v4"), "tokenizer.json.gz")
+		}
+		t, err := tokenizer.Load(dir)
+		if err != nil {
+			return err
+		}
+		opts.Tokenizer = t
+	}
+	var eng *dsv4.Engine
 	name := *servedName
-	if name == "" {
-		name = filepath.Base(filepath.Clean(*modelPath))
+	if *mock {
+		var err error
+		eng, err = dsv4.NewEngineWithBackend(&scriptBackend{tok: opts.Tokenizer, delay: *mockDelay}, opts)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			name = "dsv4-mock"
+		}
+	} else {
+		log.Info("loading model", "path", *modelPath)
+		m, err := dsv4.Load(ctx, *modelPath)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		eng, err = dsv4.NewEngine(m, opts)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			name = filepath.Base(filepath.Clean(*modelPath))
+		}
 	}
 	srv := NewServer(eng, ServerConfig{ModelName: name, Aliases: []string{*modelPath}, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, MaxTokens: *contextLen, Logger: log})

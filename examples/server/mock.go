@@ -10,10 +10,11 @@ import (
 	"github.com/dsv4go/dsv4go/tokenizer"
 )
 
-// scriptBackend is a dsv4.Backend over the real DeepSeek-V4 vocabulary
-// whose "model" answers by rules on the prompt text, so that the server's
-// whole text path (V4 encoder, tokenizer, streaming parsers) is exercised
-// with outputs known in advance:
+// scriptBackend (--mock) is a dsv4.Backend over the real DeepSeek-V4
+// vocabulary whose "model" answers by rules on the prompt text, so that the
+// server's whole text path (V4 encoder, tokenizer, streaming parsers) and
+// its clients can be tested with outputs known in advance and no
+// checkpoint:
 //
 //   - "weather in A[ and B]" with tools declared: a DSML tool_calls block
 //     calling get_weather for each city (parallel calls for two);

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Drive examples/server with the official Python `openai` client.
+
+    tools/.venv/bin/python tools/openai_client_check.py            # builds and starts the server (--mock)
+    tools/.venv/bin/python tools/openai_client_check.py --model-path models/dsv4-tiny
+    tools/.venv/bin/python tools/openai_client_check.py --base-url http://127.0.0.1:30000/v1
+
+By default it builds `go run ./examples/server --mock` (a scripted stand-in
+model over the real DeepSeek-V4 vocabulary, so the expected answers are
+known) on a free port, runs the checks, and stops it (SIGTERM: the server
+drains). With --model-path it serves that checkpoint instead and checks
+what a trained model must satisfy (well-formed responses; with the embedded
+tiny model, "What is 17*23? Number only." -> "391"). Exit status 0 when every
+check passes; one line per check on stdout.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import openai
+from openai import OpenAI
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the weather forecast for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+
+failures = []
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"), flush=True)
+    if not cond:
+        failures.append(name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(args):
+    port = free_port()
+    exe = os.path.join(tempfile.mkdtemp(prefix="dsv4-check-"), "server")
+    subprocess.run(["go", "build", "-o", exe, "./examples/server"], cwd=ROOT, check=True)
+    cmd = [exe, "--port", str(port), "--api-key", "check-key", "--log-level", "warn"]
+    cmd += ["--model-path", args.model_path] if args.model_path else ["--mock", "--mock-delay", "1ms"]
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=1) as r:
+                if r.status == 200:
+                    return proc, base + "/v1"
+        except Exception:
+            time.sleep(0.1)
+        if proc.poll() is not None:
+            sys.exit("server exited early")
+    proc.kill()
+    sys.exit("server did not become healthy")
+
+
+def mock_checks(c, model):
+    r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello there"}], temperature=0)
+    check("chat non-stream content", r.choices[0].message.content == "You said: Hello there", r)
+    check("chat finish_reason stop", r.choices[0].finish_reason == "stop", r.choices[0].finish_reason)
+    u = r.usage
+    check("chat usage", u.completion_tokens > 0 and u.total_tokens == u.prompt_tokens + u.completion_tokens, u)
+
+    msgs = [{"role": "user", "content": "What is the weather in Paris and Tokyo?"}]
+    r = c.chat.completions.create(model=model, messages=msgs, tools=[WEATHER_TOOL], temperature=0)
+    m = r.choices[0].message
+    calls = m.tool_calls or []
+    check("tools finish_reason tool_calls", r.choices[0].finish_reason == "tool_calls", r.choices[0].finish_reason)
+    check("parallel tool calls", [json.loads(tc.function.arguments) for tc in calls]
+          == [{"city": "Paris", "days": 3}, {"city": "Tokyo", "days": 3}], calls)
+    check("tool call ids", all(tc.id and tc.type == "function" for tc in calls), calls)
+
+    # streaming tool calls: first delta has id+name, then argument fragments
+    stream = c.chat.completions.create(model=model, messages=msgs, tools=[WEATHER_TOOL], temperature=0, stream=True)
+    args, names, finish = {}, {}, None
+    for chunk in stream:
+        for ch in chunk.choices:
+            for tc in ch.delta.tool_calls or []:
+                if tc.function and tc.function.name:
+                    names[tc.index] = tc.function.name
+                args[tc.index] = args.get(tc.index, "") + ((tc.function and tc.function.arguments) or "")
+            finish = ch.finish_reason or finish
+    check("stream tool calls", [json.loads(args[i]) for i in sorted(args)]
+          == [{"city": "Paris", "days": 3}, {"city": "Tokyo", "days": 3}] and names == {0: "get_weather", 1: "get_weather"}, (names, args))
+    check("stream finish tool_calls", finish == "tool_calls", finish)
+
+    # tool results round trip
+    msgs2 = msgs + [m.model_dump(exclude_none=True)] + [
+        {"role": "tool", "tool_call_id": calls[0].id, "content": "sunny, 24 C"},
+        {"role": "tool", "tool_call_id": calls[1].id, "content": "rain, 18 C"},
+    ]
+    r = c.chat.completions.create(model=model, messages=msgs2, tools=[WEATHER_TOOL], temperature=0)
+    check("tool results answer", (r.choices[0].message.content or "").startswith("The weather is sunny, 24 C"), r.choices[0].message)
+
+    # tool_choice required / named / none
+    for choice in ["required", {"type": "function", "function": {"name": "get_weather"}}]:
+        r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "weather in Oslo"}],
+                                      tools=[WEATHER_TOOL], tool_choice=choice, temperature=0)
+        tcs = r.choices[0].message.tool_calls or []
+        check(f"tool_choice {json.dumps(choice)}", len(tcs) == 1 and "Oslo" in tcs[0].function.arguments, r.choices[0].message)
+    r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "weather in Oslo"}],
+                                  tools=[WEATHER_TOOL], tool_choice="none", temperature=0)
+    check("tool_choice none", not r.choices[0].message.tool_calls and r.choices[0].message.content == "You said: weather in Oslo", r.choices[0].message)
+    r = c.chat.completions.create(model=model, messages=msgs, tools=[WEATHER_TOOL], parallel_tool_calls=False, temperature=0)
+    check("parallel_tool_calls false", len(r.choices[0].message.tool_calls or []) == 1, r.choices[0].message)
+
+    # thinking: reasoning_content, streaming with usage
+    for kw in [{"thinking": True}, {"enable_thinking": True}]:
+        r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], temperature=0,
+                                      extra_body={"chat_template_kwargs": kw, "reasoning_effort": "max"})
+        msg = r.choices[0].message
+        check(f"thinking {list(kw)[0]}", getattr(msg, "reasoning_content", None) == "Thinking about it." and msg.content == "You said: Hi", msg)
+    stream = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], temperature=0, stream=True,
+                                       stream_options={"include_usage": True}, extra_body={"chat_template_kwargs": {"thinking": True}})
+    reasoning, content, usage, roles = "", "", None, 0
+    for chunk in stream:
+        if not chunk.choices:
+            usage = chunk.usage
+            continue
+        d = chunk.choices[0].delta
+        roles += d.role == "assistant"
+        reasoning += getattr(d, "reasoning_content", None) or ""
+        content += d.content or ""
+    check("stream reasoning/content", reasoning == "Thinking about it." and content == "You said: Hi", (reasoning, content))
+    check("stream include_usage", usage is not None and usage.completion_tokens > 0
+          and usage.completion_tokens_details.reasoning_tokens > 0, usage)
+    check("stream role once", roles == 1, roles)
+
+    # sampling controls
+    r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "count 50"}], max_tokens=5, n=2,
+                                  logprobs=True, top_logprobs=2, temperature=0)
+    check("max_tokens -> length, n=2", len(r.choices) == 2 and all(ch.finish_reason == "length" for ch in r.choices), r.choices)
+    check("logprobs", len(r.choices[0].logprobs.content) == 5 and len(r.choices[0].logprobs.content[0].top_logprobs) == 2, r.choices[0].logprobs)
+    r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "count 9"}], stop=[" w4"], temperature=0)
+    check("stop string", r.choices[0].message.content == "w1 w2 w3" and r.choices[0].finish_reason == "stop", r.choices[0].message)
+    r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "count 30"}], temperature=1, seed=42,
+                                  max_completion_tokens=10)
+    r2 = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "count 30"}], temperature=1, seed=42,
+                                   max_completion_tokens=10)
+    check("seed reproducible", r.choices[0].message.content == r2.choices[0].message.content, (r, r2))
+
+    # completions
+    r = c.completions.create(model=model, prompt="<｜User｜>count 3<｜Assistant｜></think>", max_tokens=20, temperature=0)
+    check("completions", r.choices[0].text == "w1 w2 w3" and r.choices[0].finish_reason == "stop", r.choices[0])
+    text = "".join(ch.choices[0].text for ch in c.completions.create(
+        model=model, prompt="<｜User｜>count 4<｜Assistant｜></think>", max_tokens=20, temperature=0, stream=True) if ch.choices)
+    check("completions stream", text == "w1 w2 w3 w4", text)
+
+
+def model_checks(c, model):
+    r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "What is 17*23? Number only."}],
+                                  temperature=0, max_tokens=32)
+    check("chat answers", r.choices[0].finish_reason in ("stop", "length") and r.usage.completion_tokens > 0, r)
+    print(f"     17*23 -> {r.choices[0].message.content!r}")
+    if os.path.basename(os.path.normpath(c._model_path)) == "dsv4-tiny":
+        check("embedded model: 17*23 = 391", (r.choices[0].message.content or "").strip() == "391", r.choices[0].message)
+    text = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "What is 17*23? Number only."}], temperature=0,
+        max_tokens=32, stream=True) if ch.choices)
+    check("stream equals non-stream (greedy)", text == (r.choices[0].message.content or ""), (text, r.choices[0].message.content))
+
+
+def common_checks(c, base, model):
+    models = c.models.list()
+    check("models list", [m.id for m in models.data] == [model], models)
+    # errors: OpenAI error objects with the right status codes
+    cases = [
+        ("empty messages", dict(messages=[]), openai.BadRequestError),
+        ("unknown model", dict(model="no-such-model", messages=[{"role": "user", "content": "x"}]), openai.NotFoundError),
+        ("negative max_tokens", dict(messages=[{"role": "user", "content": "x"}], max_tokens=-1), openai.BadRequestError),
+        ("bad temperature", dict(messages=[{"role": "user", "content": "x"}], temperature=-3), openai.BadRequestError),
+        ("unknown named tool", dict(messages=[{"role": "user", "content": "x"}], tools=[WEATHER_TOOL],
+                                    tool_choice={"type": "function", "function": {"name": "nope"}}), openai.BadRequestError),
+    ]
+    for name, kw, exc in cases:
+        kw.setdefault("model", model)
+        try:
+            c.chat.completions.create(**kw)
+            check(f"error: {name}", False, "no error")
+        except exc as e:
+            check(f"error: {name}", isinstance(e.body, dict) and "message" in e.body, e.body)
+        except Exception as e:  # wrong class
+            check(f"error: {name}", False, repr(e))
+    bad = OpenAI(base_url=base, api_key="wrong", max_retries=0)
+    try:
+        bad.models.list()
+        check("error: bad api key", False, "no error")
+    except openai.AuthenticationError:
+        check("error: bad api key", True)
+
+    # a client that disconnects mid-stream frees its state
+    stream = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "count 100000"}],
+                                       stream=True, temperature=0, max_tokens=3000, extra_body={"ignore_eos": True})
+    for i, _ in enumerate(stream):
+        if i == 3:
+            break
+    stream.close()
+    live = None
+    for _ in range(200):
+        with urllib.request.urlopen(base.rsplit("/v1", 1)[0] + "/metrics") as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("dsv4_live_sequences"):
+                    live = float(line.split()[-1])
+        if live == 0:
+            break
+        time.sleep(0.05)
+    check("disconnect frees state (dsv4_live_sequences 0)", live == 0, live)
+
+    # concurrency: 16 parallel streams equal their sequential results
+    prompts = [f"count {i + 3}" for i in range(16)]
+
+    def one(p):
+        return "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": p}], temperature=0, max_tokens=24, stream=True) if ch.choices)
+
+    seq = [one(p) for p in prompts]
+    par = [None] * len(prompts)
+
+    def worker(i):
+        par[i] = one(prompts[i])
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(len(prompts))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check("16 concurrent streams = sequential", seq == par, (seq, par))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base-url", help="use a running server (…/v1) instead of starting one")
+    ap.add_argument("--api-key", default="check-key")
+    ap.add_argument("--model-path", help="serve this checkpoint instead of --mock")
+    ap.add_argument("--model", help="model name (default: from /v1/models)")
+    args = ap.parse_args()
+    proc = None
+    base = args.base_url
+    if not base:
+        proc, base = start_server(args)
+    try:
+        c = OpenAI(base_url=base, api_key=args.api_key, max_retries=0, timeout=120)
+        c._model_path = args.model_path or ""
+        model = args.model or c.models.list().data[0].id
+        common_checks(c, base, model)
+        if args.model_path:
+            model_checks(c, model)
+        else:
+            mock_checks(c, model)
+    finally:
+        if proc:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                check("graceful shutdown", proc.wait(timeout=30) == 0, proc.returncode)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                check("graceful shutdown", False, "timeout")
+    print(f"{len(failures)} failed" if failures else "all checks passed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

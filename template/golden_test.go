@@ -77,6 +77,34 @@ func TestGoldenV4Generated(t *testing.T) {
 	t.Logf("%d conversations byte-identical to encoding_dsv4.py", len(rows)-failed)
 }
 
+func TestGoldenV32Generated(t *testing.T) {
+	type row struct {
+		Name     string    `json:"name"`
+		Messages []Message `json:"messages"`
+		Options  struct {
+			Thinking     bool `json:"thinking"`
+			DropThinking bool `json:"drop_thinking"`
+		} `json:"options"`
+		Prompt string `json:"prompt"`
+	}
+	rows := readJSONL[row](t, "v32_generated.jsonl.gz")
+	failed := 0
+	for _, r := range rows {
+		got, err := EncodeV32(r.Messages, &Options{Thinking: r.Options.Thinking, KeepThinking: !r.Options.DropThinking})
+		if err != nil {
+			t.Errorf("%s: %v", r.Name, err)
+			failed++
+		} else if got != r.Prompt {
+			t.Errorf("%s: mismatch\n%s", r.Name, firstDiff(got, r.Prompt))
+			failed++
+		}
+		if failed > 5 {
+			t.Fatal("too many failures")
+		}
+	}
+	t.Logf("%d conversations byte-identical to encoding_dsv32.py", len(rows)-failed)
+}
+
 func loadV3Template(t testing.TB) *Jinja {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "deepseek-v3", "tokenizer_config.json"))

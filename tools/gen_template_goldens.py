@@ -6,6 +6,8 @@ Writes into template/testdata/golden/ (gzipped JSON Lines, one case a line):
   v4_generated.jsonl.gz    random conversations rendered by DeepSeek's own V4 encoder
                            (encoding_dsv4.encode_messages), run from a downloaded copy
                            that is NOT part of this repository;
+  v32_generated.jsonl.gz   the same for DeepSeek's V3.2 encoder (encoding_dsv32.py), when
+                           --v32-encoder is given;
   jinja_v3.jsonl.gz        random conversations rendered by transformers
                            apply_chat_template with the DeepSeek-V3 chat template
                            (shared/data/deepseek-v3-tokenizer);
@@ -18,10 +20,14 @@ Usage (one command, re-runnable; output is deterministic for a given --seed):
 
   tools/.venv/bin/python tools/gen_template_goldens.py \
       --v4-encoder /path/to/encoding_dsv4.py \
+      [--v32-encoder /path/to/encoding_dsv32.py] \
       --v3-tokenizer ../shared/data/deepseek-v3-tokenizer
 
 The V4 encoder is DeepSeek's encoding/encoding_dsv4.py (HF deepseek-ai/DeepSeek-V4-Flash;
-a public copy is in github.com/supermy/ds4rs encoding/).
+a public copy is in github.com/supermy/ds4rs encoding/). The V3.2 encoder is DeepSeek's
+encoding/encoding_dsv32.py (HF deepseek-ai/DeepSeek-V3.2); vLLM vendors a copy
+(vllm/tokenizers/deepseek_v32_encoding.py) whose TOOLS_SYSTEM_TEMPLATE lost the blank lines of
+the original: restore them (the official test_output.txt shows them) before using it.
 """
 
 import argparse
@@ -228,6 +234,73 @@ def gen_v4(args):
     write_jsonl_gz(os.path.join(OUT, "v4_generated.jsonl.gz"), rows)
 
 
+def gen_v32_conversation(rng, case):
+    """A random conversation valid for encoding_dsv32 (no reminders, tasks, wo_eos)."""
+    msgs = []
+    if rng.random() < 0.8:
+        sys_msg = {"role": "system", "content": rtext(rng, 0, 15)}
+        if rng.random() < 0.5:
+            sys_msg["tools"] = [rtool(rng, n) for n in rng.sample(TOOL_NAMES, rng.randint(1, 3))]
+        if rng.random() < 0.15:
+            sys_msg["response_format"] = {"type": "json_schema", "json_schema": {"name": "r", "schema": rvalue(rng)}}
+        msgs.append(sys_msg)
+    call_id = 0
+    turns = rng.randint(1, 5)
+    for t in range(turns):
+        if rng.random() < 0.15:
+            dev = {"role": "developer", "content": rtext(rng, 1, 8)}
+            if rng.random() < 0.4:
+                dev["tools"] = [rtool(rng, n) for n in rng.sample(TOOL_NAMES, rng.randint(1, 2))]
+            msgs.append(dev)
+        else:
+            msgs.append({"role": "user", "content": rtext(rng, 0, 15)})
+        last_turn = t == turns - 1
+        if last_turn and rng.random() < 0.5:
+            break
+        for _ in range(rng.randint(0, 2) if rng.random() < 0.5 else 0):
+            calls = []
+            for _ in range(rng.randint(1, 4)):
+                call_id += 1
+                calls.append({"id": "call_%d_%d" % (case, call_id), "type": "function",
+                              "function": {"name": rng.choice(TOOL_NAMES), "arguments": rargs(rng)}})
+            a = {"role": "assistant", "content": rtext(rng, 0, 5) if rng.random() < 0.3 else "", "tool_calls": calls}
+            if rng.random() < 0.8:
+                a[rng.choice(["reasoning_content", "reasoning_content", "reasoning"])] = rtext(rng, 1, 10)
+            msgs.append(a)
+            for tc in calls:
+                content = rtext(rng, 0, 10)
+                if rng.random() < 0.2:
+                    content = json.dumps(rvalue(rng), ensure_ascii=False)
+                msgs.append({"role": "tool", "tool_call_id": tc["id"], "content": content})
+        a = {"role": "assistant", "content": rtext(rng, 0, 15)}
+        if rng.random() < 0.8:
+            a["reasoning_content"] = rtext(rng, 1, 10)
+        msgs.append(a)
+    opts = {"thinking": rng.random() < 0.6, "drop_thinking": rng.random() < 0.85}
+    return msgs, opts
+
+
+def gen_v32(args):
+    enc = load_module(args.v32_encoder, "encoding_dsv32")
+    rng = random.Random(args.seed + 3)
+    rows = []
+    i = 0
+    while len(rows) < args.v32_cases:
+        i += 1
+        msgs, opts = gen_v32_conversation(rng, i)
+        try:
+            prompt = enc.encode_messages(
+                copy.deepcopy(msgs),
+                thinking_mode="thinking" if opts["thinking"] else "chat",
+                drop_thinking=opts["drop_thinking"],
+            )
+        except Exception as e:
+            print("skip V3.2 case %d: %r" % (i, e), file=sys.stderr)
+            continue
+        rows.append({"name": "v32_%03d" % i, "messages": msgs, "options": opts, "prompt": prompt})
+    write_jsonl_gz(os.path.join(OUT, "v32_generated.jsonl.gz"), rows)
+
+
 def gen_v3_conversation(rng, case):
     msgs = []
     for _ in range(rng.choice([0, 1, 1, 1, 2])):
@@ -301,6 +374,8 @@ def gen_jinja_extra(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--v4-encoder", required=True, help="path of a downloaded encoding_dsv4.py")
+    ap.add_argument("--v32-encoder", help="path of a local encoding_dsv32.py (see the module doc)")
+    ap.add_argument("--v32-cases", type=int, default=200)
     ap.add_argument("--v3-tokenizer", default=os.path.join(ROOT, "..", "shared", "data", "deepseek-v3-tokenizer"))
     ap.add_argument("--seed", type=int, default=20260429)
     ap.add_argument("--v4-cases", type=int, default=300)
@@ -308,6 +383,8 @@ def main():
     ap.add_argument("--extra-cases", type=int, default=25)
     args = ap.parse_args()
     gen_v4(args)
+    if args.v32_encoder:
+        gen_v32(args)
     gen_jinja_v3(args)
     gen_jinja_extra(args)
 

@@ -52,20 +52,7 @@ func tokenChunks(text string) []string { return fixedChunks(text, 4) }
 // BenchmarkStreamPerToken: streaming, one Push per token; reports ns/token
 // and MB/s.
 func BenchmarkStreamPerToken(b *testing.B) {
-	text := benchText(b)
-	chunks := tokenChunks(text)
-	b.SetBytes(int64(len(text)))
-	start := time.Now()
-	n := 0
-	for b.Loop() {
-		s, _ := NewStream(benchOpts)
-		for _, c := range chunks {
-			s.Push(c)
-		}
-		s.Close()
-		n++
-	}
-	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(n*len(chunks)), "ns/token")
+	benchStream(b, benchText(b), benchOpts)
 }
 
 // BenchmarkStreamPerTokenV31 is BenchmarkStreamPerToken on the V3.1 format
@@ -74,8 +61,11 @@ func BenchmarkStreamPerTokenV31(b *testing.B) {
 	text := benchText(b)
 	i := strings.Index(text, "\n\n<｜DSML｜tool_calls>")
 	text = text[:i] + SB + CB + "get_weather" + SEP + `{"location": "北京", "days": 3}` + CE + SE
+	benchStream(b, text, Options{Reasoning: "deepseek-v3", Tools: "deepseekv31", Thinking: true, NewID: seqIDs})
+}
+
+func benchStream(b *testing.B, text string, opts Options) {
 	chunks := tokenChunks(text)
-	opts := Options{Reasoning: "deepseek-v3", Tools: "deepseekv31", Thinking: true, NewID: seqIDs}
 	b.SetBytes(int64(len(text)))
 	start := time.Now()
 	n := 0

@@ -680,7 +680,7 @@ func (s *Stream) marker(m marker, off int) {
 			s.diag(ErrStrayMarker, off, m.s)
 			s.emitContent(m.s)
 		}
-	case stBlock:
+	case stBlock, stXBlock:
 		if m.id == mEOS { // end of turn inside an open block: dropped like elsewhere
 			return
 		}
@@ -688,9 +688,9 @@ func (s *Stream) marker(m marker, off int) {
 		s.hold.Reset()
 		switch m.id {
 		case mInvOpen:
-			s.headRaw = m.s
-			s.acc.Reset()
-			s.st = stInvHead
+			s.openHead(m.s, stInvHead)
+		case mXCallBegin:
+			s.openHead(m.s, stXCall)
 		case mBlockEnd:
 			s.endBlock(m.s, off)
 		}
@@ -700,9 +700,7 @@ func (s *Stream) marker(m marker, off int) {
 		switch m.id {
 		case mParamOpen:
 			s.flushGap()
-			s.headRaw = m.s
-			s.acc.Reset()
-			s.st = stParamHead
+			s.openHead(m.s, stParamHead)
 		case mInvEnd:
 			s.finishInvoke()
 			s.st = stBlock
@@ -735,20 +733,6 @@ func (s *Stream) marker(m marker, off int) {
 			s.finishInvoke()
 			s.st = stBlock
 		}
-	case stXBlock:
-		if m.id == mEOS {
-			return
-		}
-		s.gapDirty = false
-		s.hold.Reset()
-		switch m.id {
-		case mXCallBegin:
-			s.headRaw = m.s
-			s.acc.Reset()
-			s.st = stXCall
-		case mBlockEnd:
-			s.endBlock(m.s, off)
-		}
 	case stXCall:
 		switch m.id {
 		case mXCallEnd:
@@ -757,14 +741,20 @@ func (s *Stream) marker(m marker, off int) {
 		case mXCallBegin:
 			s.diag(ErrUnterminatedToolCall, off, "call not closed")
 			s.leak(s.headRaw + s.acc.String())
-			s.headRaw = m.s
-			s.acc.Reset()
+			s.openHead(m.s, stXCall)
 		case mBlockEnd:
 			s.diag(ErrUnterminatedToolCall, off, "call not closed")
 			s.leak(s.headRaw + s.acc.String())
 			s.endBlock(m.s, off)
 		}
 	}
+}
+
+// openHead starts gathering a header or call body that began with marker raw.
+func (s *Stream) openHead(raw string, next state) {
+	s.headRaw = raw
+	s.acc.Reset()
+	s.st = next
 }
 
 func (s *Stream) startBlock(open string) {

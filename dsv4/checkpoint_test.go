@@ -237,3 +237,103 @@ func TestSameWeightsSingleAndSharded(t *testing.T) {
 		t.Fatalf("visited %d tensors: %v", n, err)
 	}
 }
+
+// TestNamingSchemesAgree loads the converted FP8+MXFP4 checkpoint in
+// DeepSeek's naming and the same bytes renamed to HF naming (weight_scale_inv,
+// per-expert gate/up/down_proj), and checks every weight dequantizes equally.
+func TestNamingSchemesAgree(t *testing.T) {
+	src := "testdata/ckpt_fp8_mxfp4"
+	dir := t.TempDir()
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
+	ts := readAll(t, filepath.Join(src, "model.safetensors"))
+	for i := range ts {
+		c := CanonicalName(ts[i].Name)
+		if c != "lm_head.weight" {
+			c = "model." + c
+		}
+		ts[i].Name = c
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenCheckpoint(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenCheckpoint(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bt := map[string]*Tensor{}
+	b.Weights().Tensors(func(n string, x *Tensor) error { bt[n] = x; return nil })
+	n := 0
+	a.Weights().Tensors(func(name string, x *Tensor) error {
+		y := bt[name]
+		if y == nil || y.Format != x.Format {
+			t.Errorf("%s: %v vs %v", name, x, y)
+			return nil
+		}
+		if x.Format == FormatInt {
+			return nil
+		}
+		xv, _ := x.Float32()
+		yv, _ := y.Float32()
+		if !slices.Equal(xv, yv) {
+			t.Errorf("%s differs", name)
+		}
+		n++
+		return nil
+	})
+	if !strings.Contains(b.TensorInfos()[0].Name, "model.") && b.TensorInfos()[0].Name != "lm_head.weight" {
+		t.Errorf("renaming did not happen: %v", b.TensorInfos()[0].Name)
+	}
+	if n < 100 {
+		t.Errorf("compared %d tensors", n)
+	}
+}
+
+// TestLoadSavePretrained loads a checkpoint written by transformers'
+// save_pretrained (its mixed naming: "model.layers.0.attn.norm.weight").
+func TestLoadSavePretrained(t *testing.T) {
+	ck, err := OpenCheckpoint(context.Background(), "testdata/ckpt_hf_saved")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	l := ck.Weights().Layers[0]
+	if l.Attn.KVNorm == nil || l.Attn.KVNorm.Name != "model.layers.0.attn.norm.weight" {
+		t.Errorf("kv_norm bound to %v", l.Attn.KVNorm)
+	}
+	if g := l.MLP.Experts[1].Gate; g == nil || g.Name != "model.layers.0.ffn.experts.1.w1.weight" {
+		t.Errorf("expert gate bound to %v", g)
+	}
+}
+
+func TestTid2EidInt32(t *testing.T) {
+	const name = "model.layers.0.mlp.gate.tid2eid"
+	dir := mutated(t, replace(name, func(w *safetensors.WriteTensor) {
+		d := make([]byte, len(w.Data)/2)
+		for i := range len(w.Data) / 8 {
+			copy(d[4*i:4*i+4], w.Data[8*i:8*i+4])
+		}
+		w.DType, w.Data = safetensors.I32, d
+	}))
+	a, err := OpenCheckpoint(context.Background(), "testdata/ckpt_hf_bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenCheckpoint(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	x, err1 := a.Weights().Layers[0].MLP.Router.Tid2Eid.Int32s()
+	y, err2 := b.Weights().Layers[0].MLP.Router.Tid2Eid.Int32s()
+	if err1 != nil || err2 != nil || !slices.Equal(x, y) || len(x) == 0 {
+		t.Fatalf("I64 vs I32 tid2eid: %v %v", err1, err2)
+	}
+}

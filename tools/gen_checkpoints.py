@@ -7,6 +7,7 @@ Re-run with one command from the repository root:
 It writes (deterministically, seed 0, transformers' DeepseekV4ForCausalLM):
   dsv4/testdata/ckpt_hf_bf16/      HF naming, BF16 (fp32 mHC/sinks/biases), one file
   dsv4/testdata/ckpt_hf_sharded/   the same weights in 3 shards + model.safetensors.index.json
+  dsv4/testdata/ckpt_hf_saved/     a smaller model written by transformers' save_pretrained
   dsv4/testdata/ckpt_hf_bf16/reference.json
       input ids and transformers' float32 logits of the last position, so
       Go tests can check that the checkpoint is the model it claims to be.
@@ -48,6 +49,10 @@ def gen_checkpoints() -> None:
     model = make_tiny(seed=0)
     save_hf(model, os.path.join(TESTDATA, "ckpt_hf_bf16"), dtype=torch.bfloat16)
     save_hf(model, os.path.join(TESTDATA, "ckpt_hf_sharded"), dtype=torch.bfloat16, shards=3)
+    # transformers' own writer (save_pretrained applies the reverse conversion
+    # mapping: "model." prefix with DeepSeek leaf names, per-expert w1/w2/w3).
+    small = make_tiny(seed=1, hidden_size=64, vocab_size=64)
+    small.to(torch.bfloat16).save_pretrained(os.path.join(TESTDATA, "ckpt_hf_saved"))
     # Reference logits of the BF16 checkpoint as transformers loads it (float32 compute).
     from transformers import DeepseekV4ForCausalLM
 

@@ -86,11 +86,21 @@ func TestGoldenV32Generated(t *testing.T) {
 			DropThinking bool `json:"drop_thinking"`
 		} `json:"options"`
 		Prompt string `json:"prompt"`
+		Error  string `json:"error"`
 	}
 	rows := readJSONL[row](t, "v32_generated.jsonl.gz")
-	failed := 0
+	failed, rejected := 0, 0
 	for _, r := range rows {
 		got, err := EncodeV32(r.Messages, &Options{Thinking: r.Options.Thinking, KeepThinking: !r.Options.DropThinking})
+		if r.Error != "" {
+			// encoding_dsv32.py rejects it: so must we, with a typed error.
+			if !errors.Is(err, ErrInvalidMessage) && !errors.Is(err, ErrToolResultWithoutCall) {
+				t.Errorf("%s: Python raised %q; got %v", r.Name, r.Error, err)
+				failed++
+			}
+			rejected++
+			continue
+		}
 		if err != nil {
 			t.Errorf("%s: %v", r.Name, err)
 			failed++
@@ -102,7 +112,7 @@ func TestGoldenV32Generated(t *testing.T) {
 			t.Fatal("too many failures")
 		}
 	}
-	t.Logf("%d conversations byte-identical to encoding_dsv32.py", len(rows)-failed)
+	t.Logf("%d conversations byte-identical to encoding_dsv32.py, %d rejected by both", len(rows)-rejected-failed, rejected)
 }
 
 func loadV3Template(t testing.TB) *Jinja {

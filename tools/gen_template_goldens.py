@@ -283,7 +283,7 @@ def gen_v32_conversation(rng, case):
 def gen_v32(args):
     enc = load_module(args.v32_encoder, "encoding_dsv32")
     rng = random.Random(args.seed + 3)
-    rows = []
+    rows, errors = [], []
     i = 0
     while len(rows) < args.v32_cases:
         i += 1
@@ -294,11 +294,12 @@ def gen_v32(args):
                 thinking_mode="thinking" if opts["thinking"] else "chat",
                 drop_thinking=opts["drop_thinking"],
             )
-        except Exception as e:
-            print("skip V3.2 case %d: %r" % (i, e), file=sys.stderr)
+        except Exception as e:  # the reference rejects it: the Go encoder must too
+            errors.append({"name": "v32_%03d" % i, "messages": msgs, "options": opts,
+                           "error": "%s: %s" % (type(e).__name__, e)})
             continue
         rows.append({"name": "v32_%03d" % i, "messages": msgs, "options": opts, "prompt": prompt})
-    write_jsonl_gz(os.path.join(OUT, "v32_generated.jsonl.gz"), rows)
+    write_jsonl_gz(os.path.join(OUT, "v32_generated.jsonl.gz"), rows + errors)
 
 
 def gen_v3_conversation(rng, case):

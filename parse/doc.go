@@ -30,6 +30,31 @@
 // problem is reported as a [Diagnostic] whose error wraps one of the
 // sentinel errors (errors.Is(d, ErrUnknownTool), ...).
 //
+// Streaming granularity: reasoning and content stream as they arrive. A
+// DSML call is announced (index, id, name) as soon as its invoke header is
+// complete; string="true" values stream as escaped JSON fragments,
+// string="false" values are emitted when their parameter closes (they must
+// be validated first). A V3/V3.1 call is emitted when it closes, header
+// then arguments, so that invalid JSON can still fall back to content.
+//
+// Choices where peers differ (all covered by tests):
+//   - DSML arguments are rebuilt as {"k": v, ...} with Python's json.dumps
+//     spacing and ensure_ascii=False, exactly as DeepSeek's reference parser
+//     (string="false" values are re-serialized the same way, number
+//     literals kept); V3/V3.1 arguments are the model's JSON text, trimmed
+//     (re-serialized the same way only when Options.Coerce applies a schema).
+//   - The "\n\n" before <｜DSML｜tool_calls> is envelope, not content or
+//     reasoning (reference parser); vLLM keeps it in the reasoning when the
+//     block starts inside the reasoning.
+//   - Text after a tool-call block is kept as content (vLLM drops it), with
+//     an ErrTextAfterToolCalls diagnostic; blank text there is dropped.
+//   - A block whose calls all fail is content byte for byte, markers
+//     included (vLLM); once a call of the block succeeded, a failing call's
+//     text is content without the block envelope (SGLang).
+//   - Reasoning without </think> stays reasoning (vLLM, SGLang), with an
+//     ErrMissingThinkEnd diagnostic; the reference parser rejects it.
+//   - <｜end▁of▁sentence｜> is dropped wherever it appears outside a value.
+//
 // The package is a leaf: it imports only the standard library. Token ids do
 // not appear here; the caller detokenizes with special tokens kept (</think>
 // is token 128822 and ｜DSML｜ token 128825 in the V4 vocabulary; a

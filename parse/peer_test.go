@@ -279,6 +279,30 @@ func peerCases() []peerCase {
 			chunks: []string{SB + CB + "get_weather" + SEP, `{"city": "Tok`, `yo"}`, CE + SE},
 			calls:  []call{{"get_weather", `{"city": "Tokyo"}`}}},
 
+		// ---- SGLang test/registered/function_call DeepSeekV3/V31 detector tests ----
+		// A malformed call does not discard the valid one before it; the bad
+		// call's text stays content (without the block envelope).
+		{name: "sglang-v3/malformed-call-keeps-valid-call", opts: withTools(optV3, false, tools("get_weather", `{"type":"object","properties":{}}`, "search", `{"type":"object","properties":{}}`)),
+			in: "Sure. " + SB + CB + "function" + SEP + "get_weather\n```json\n{\"city\": \"Boston\"}\n```" + CE +
+				CB + "function" + SEP + "search\n```json\n{bad json\n```" + CE + SE,
+			ct:    "Sure. " + CB + "function" + SEP + "search\n```json\n{bad json\n```" + CE,
+			calls: []call{{"get_weather", `{"city": "Boston"}`}}, diags: []error{ErrInvalidArguments}},
+		{name: "sglang-v31/malformed-call-keeps-valid-call", opts: withTools(optV31, false, tools("get_weather", `{"type":"object","properties":{}}`, "search", `{"type":"object","properties":{}}`)),
+			in:    "Sure. " + SB + CB + "get_weather" + SEP + `{"city": "Boston"}` + CE + CB + "search" + SEP + "{bad json" + CE + SE,
+			ct:    "Sure. " + CB + "search" + SEP + "{bad json" + CE,
+			calls: []call{{"get_weather", `{"city": "Boston"}`}}, diags: []error{ErrInvalidArguments}},
+		// SGLang strips the trailing blank of the leading text when parsing
+		// whole text (but not when streaming); we keep the text as written.
+		{name: "sglang-v3/leading-text-kept-verbatim", opts: optV3,
+			in: "I will check the weather for you. " + SB + CB + "function" + SEP + "get_weather\n```json\n{\"city\": \"Tokyo\"}\n```" + CE + SE,
+			ct: "I will check the weather for you. ", calls: []call{{"get_weather", `{"city": "Tokyo"}`}}},
+		{name: "sglang-v3/streaming-text-then-call", opts: optV3,
+			chunks: []string{"Sure, let me check. ", SB + CB + "function" + SEP + "get_weather\n```json\n", `{"city": "Tokyo"}` + "\n```", CE + SE},
+			ct:     "Sure, let me check. ", calls: []call{{"get_weather", `{"city": "Tokyo"}`}}},
+		{name: "v31/coerce-to-schema", opts: withTools(optV31, true, tools("get_weather", `{"type":"object","properties":{"location":{"type":"string"},"days":{"type":"integer"}}}`)),
+			in:    SB + CB + "get_weather" + SEP + `{"location":"北京","days":"3"}` + CE + SE,
+			calls: []call{{"get_weather", `{"location": "北京", "days": 3}`}}},
+
 		// ---- TensorRT-LLM PR #17573 (P13): text that only looks like a marker start ----
 		{name: "trtllm/partial-marker-in-text", opts: optV31,
 			chunks: []string{"Use ", "<", "div> for a block element."}, ct: "Use <div> for a block element."},

@@ -14,6 +14,24 @@ import (
 // Golden files are written by tools/gen_template_goldens.py (Python: DeepSeek's
 // encoder and transformers' apply_chat_template); Go compares byte for byte.
 
+// compareGolden reports a render that failed or differs from want; it
+// returns 1 for a failure and stops the test after too many.
+func compareGolden(t *testing.T, name, got string, err error, want string, failedSoFar int) int {
+	t.Helper()
+	switch {
+	case err != nil:
+		t.Errorf("%s: %v", name, err)
+	case got != want:
+		t.Errorf("%s: mismatch\n%s", name, firstDiff(got, want))
+	default:
+		return 0
+	}
+	if failedSoFar >= 5 {
+		t.Fatal("too many failures")
+	}
+	return 1
+}
+
 func readJSONL[T any](t *testing.T, name string) []T {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "golden", name))
@@ -63,16 +81,7 @@ func TestGoldenV4Generated(t *testing.T) {
 			opts.ReasoningEffort = *r.Options.ReasoningEffort
 		}
 		got, err := EncodeV4(r.Messages, opts)
-		if err != nil {
-			t.Errorf("%s: %v", r.Name, err)
-			failed++
-		} else if got != r.Prompt {
-			t.Errorf("%s: mismatch\n%s", r.Name, firstDiff(got, r.Prompt))
-			failed++
-		}
-		if failed > 5 {
-			t.Fatal("too many failures")
-		}
+		failed += compareGolden(t, r.Name, got, err, r.Prompt, failed)
 	}
 	t.Logf("%d conversations byte-identical to encoding_dsv4.py", len(rows)-failed)
 }
@@ -101,16 +110,7 @@ func TestGoldenV32Generated(t *testing.T) {
 			rejected++
 			continue
 		}
-		if err != nil {
-			t.Errorf("%s: %v", r.Name, err)
-			failed++
-		} else if got != r.Prompt {
-			t.Errorf("%s: mismatch\n%s", r.Name, firstDiff(got, r.Prompt))
-			failed++
-		}
-		if failed > 5 {
-			t.Fatal("too many failures")
-		}
+		failed += compareGolden(t, r.Name, got, err, r.Prompt, failed)
 	}
 	t.Logf("%d conversations byte-identical to encoding_dsv32.py, %d rejected by both", len(rows)-rejected-failed, rejected)
 }
@@ -155,16 +155,7 @@ func TestGoldenJinjaV3(t *testing.T) {
 				"bos_token": BOS, "eos_token": EOS, "pad_token": EOS,
 			},
 		})
-		if err != nil {
-			t.Errorf("%s: %v", r.Name, err)
-			failed++
-		} else if got != r.Prompt {
-			t.Errorf("%s: mismatch\n%s", r.Name, firstDiff(got, r.Prompt))
-			failed++
-		}
-		if failed > 5 {
-			t.Fatal("too many failures")
-		}
+		failed += compareGolden(t, r.Name, got, err, r.Prompt, failed)
 	}
 	t.Logf("%d conversations byte-identical to transformers apply_chat_template", len(rows)-failed)
 }

@@ -20,11 +20,12 @@ const (
 )
 
 func scannerFor(pattern string) matcher {
+	initClasses()
 	switch pattern {
 	case dsDigitsPattern:
-		return digitsScanner{}
+		return runScanner{mask: clN, max: 3}
 	case dsCJKPattern:
-		return cjkScanner{}
+		return runScanner{mask: clCJK}
 	case dsMainPattern:
 		return mainScanner{}
 	}
@@ -147,45 +148,25 @@ func next(s string, i int) (r rune, c uint8, w int) {
 	return r, classOfSlow(r), w
 }
 
-// digitsScanner: \p{N}{1,3}.
-type digitsScanner struct{}
-
-func (digitsScanner) appendMatches(s string, dst []int) []int {
-	for i := 0; i < len(s); {
-		_, c, w := next(s, i)
-		if c&clN == 0 {
-			i += w
-			continue
-		}
-		start := i
-		i += w
-		for k := 1; k < 3 && i < len(s); k++ {
-			_, c, w := next(s, i)
-			if c&clN == 0 {
-				break
-			}
-			i += w
-		}
-		dst = append(dst, start, i)
-	}
-	return dst
+// runScanner matches runs of 1..max runes (max 0: unbounded) of a class:
+// \p{N}{1,3} and [一-龥぀-ゟ゠-ヿ]+.
+type runScanner struct {
+	mask uint8
+	max  int
 }
 
-// cjkScanner: [一-龥぀-ゟ゠-ヿ]+.
-type cjkScanner struct{}
-
-func (cjkScanner) appendMatches(s string, dst []int) []int {
+func (m runScanner) appendMatches(s string, dst []int) []int {
 	for i := 0; i < len(s); {
 		_, c, w := next(s, i)
-		if c&clCJK == 0 {
+		if c&m.mask == 0 {
 			i += w
 			continue
 		}
 		start := i
 		i += w
-		for i < len(s) {
+		for k := 1; (m.max == 0 || k < m.max) && i < len(s); k++ {
 			_, c, w := next(s, i)
-			if c&clCJK == 0 {
+			if c&m.mask == 0 {
 				break
 			}
 			i += w

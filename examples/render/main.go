@@ -27,23 +27,26 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:], os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "render:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	model := flag.String("model", "", "model directory (config.json, tokenizer_config.json, tokenizer.json)")
-	thinking := flag.Bool("thinking", false, "thinking mode (overrides chat_template_kwargs.thinking)")
-	effort := flag.String("reasoning-effort", "", "reasoning effort: high or max (overrides the request)")
-	ids := flag.Bool("ids", false, "print token ids (JSON array) instead of text")
-	flag.Parse()
+func run(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	model := fs.String("model", "", "model directory (config.json, tokenizer_config.json, tokenizer.json)")
+	thinking := fs.Bool("thinking", false, "thinking mode (overrides chat_template_kwargs.thinking)")
+	effort := fs.String("reasoning-effort", "", "reasoning effort: high or max (overrides the request)")
+	ids := fs.Bool("ids", false, "print token ids (JSON array) instead of text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if *model == "" {
-		flag.Usage()
+		fs.Usage()
 		return fmt.Errorf("-model is required")
 	}
-	body, err := io.ReadAll(io.LimitReader(os.Stdin, template.MaxRequestBytes+1))
+	body, err := io.ReadAll(io.LimitReader(stdin, template.MaxRequestBytes+1))
 	if err != nil {
 		return err
 	}
@@ -72,7 +75,7 @@ func run() error {
 		return err
 	}
 	if !*ids {
-		_, err = io.WriteString(os.Stdout, prompt)
+		_, err = io.WriteString(stdout, prompt)
 		return err
 	}
 	tok, err := tokenizer.Load(*model)
@@ -83,6 +86,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(os.Stdout, "%s\n", out)
+	_, err = fmt.Fprintf(stdout, "%s\n", out)
 	return err
 }

@@ -449,3 +449,26 @@ func TestPushAfterClose(t *testing.T) {
 		t.Errorf("content = %q", m.Content)
 	}
 }
+
+func TestDiagnosticError(t *testing.T) {
+	m, _ := Parse("abc", Options{Reasoning: "deepseek-r1"})
+	if len(m.Diagnostics) != 1 {
+		t.Fatalf("%v", m.Diagnostics)
+	}
+	if got := m.Diagnostics[0].Error(); got != "parse: reasoning not terminated by </think> (at byte 3)" {
+		t.Errorf("Error() = %q", got)
+	}
+	d := Diagnostic{Err: ErrUnknownTool, Offset: 5, Detail: "f"}
+	if d.Error() != "parse: call to an undeclared tool (at byte 5): f" || !errorsIs(d, ErrUnknownTool) {
+		t.Errorf("Error() = %q", d.Error())
+	}
+	r, tl := ParserNames()
+	for _, n := range append(r, tl...) {
+		if _, err := NewStream(Options{Reasoning: n}); err != nil && !errorsIs(err, ErrUnknownParser) {
+			t.Error(err)
+		}
+		if _, err := NewStream(Options{Tools: n}); err != nil && n != "deepseek-r1" && n != "deepseek-v3" {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+}

@@ -67,6 +67,7 @@ func TestGoldenV4Generated(t *testing.T) {
 			Thinking        bool    `json:"thinking"`
 			ReasoningEffort *string `json:"reasoning_effort"`
 			DropThinking    bool    `json:"drop_thinking"`
+			Context         int     `json:"context"` // messages[:Context] are Options.Context
 		} `json:"options"`
 		Prompt string `json:"prompt"`
 	}
@@ -80,7 +81,8 @@ func TestGoldenV4Generated(t *testing.T) {
 		if r.Options.ReasoningEffort != nil {
 			opts.ReasoningEffort = *r.Options.ReasoningEffort
 		}
-		got, err := EncodeV4(r.Messages, opts)
+		opts.Context = r.Messages[:r.Options.Context]
+		got, err := EncodeV4(r.Messages[r.Options.Context:], opts)
 		failed += compareGolden(t, r.Name, got, err, r.Prompt, failed)
 	}
 	t.Logf("%d conversations byte-identical to encoding_dsv4.py", len(rows)-failed)

@@ -231,7 +231,28 @@ def gen_v4(args):
             print("skip case %d: %r" % (i, e), file=sys.stderr)
             continue
         rows.append({"name": "v4_%03d" % i, "messages": msgs, "options": opts, "prompt": prompt})
-    write_jsonl_gz(os.path.join(OUT, "v4_generated.jsonl.gz"), rows)
+    # Incremental rendering: the first k messages are context (already in the KV cache).
+    ctx_rows = []
+    while len(ctx_rows) < args.v4_context_cases:
+        i += 1
+        msgs, opts = gen_v4_conversation(rng, i)
+        if len(msgs) < 2:
+            continue
+        k = rng.randint(1, len(msgs) - 1)
+        try:
+            prompt = enc.encode_messages(
+                copy.deepcopy(msgs[k:]),
+                thinking_mode="thinking" if opts["thinking"] else "chat",
+                context=copy.deepcopy(msgs[:k]),
+                drop_thinking=opts["drop_thinking"],
+                reasoning_effort=opts["reasoning_effort"],
+            )
+        except Exception as e:
+            print("skip context case %d: %r" % (i, e), file=sys.stderr)
+            continue
+        opts["context"] = k
+        ctx_rows.append({"name": "v4ctx_%03d" % i, "messages": msgs, "options": opts, "prompt": prompt})
+    write_jsonl_gz(os.path.join(OUT, "v4_generated.jsonl.gz"), rows + ctx_rows)
 
 
 def gen_v32_conversation(rng, case):
@@ -380,6 +401,7 @@ def main():
     ap.add_argument("--v3-tokenizer", default=os.path.join(ROOT, "..", "shared", "data", "deepseek-v3-tokenizer"))
     ap.add_argument("--seed", type=int, default=20260429)
     ap.add_argument("--v4-cases", type=int, default=300)
+    ap.add_argument("--v4-context-cases", type=int, default=60)
     ap.add_argument("--jinja-cases", type=int, default=150)
     ap.add_argument("--extra-cases", type=int, default=25)
     args = ap.parse_args()

@@ -134,8 +134,10 @@ type callState struct {
 	nParams int
 	seen    map[string]bool
 	gap     strings.Builder
-	gapOff  int // offset of the first non-blank byte in gap, -1 if none
-	unwrap  *jval
+	gapOff  int    // offset of the first non-blank byte in gap, -1 if none
+	unwrap  *jval  // held wrapper object: the whole arguments if it stays alone
+	wrapKey string // its parameter name
+	wrapVal jval   // its value as given, if another parameter follows
 
 	pname   string
 	pString bool
@@ -874,8 +876,10 @@ func (s *Stream) argKey(name string) {
 	c := s.cur
 	var b bytes.Buffer
 	if c.unwrap != nil {
-		b.WriteString(`{"arguments": `)
-		c.unwrap.writePy(&b)
+		b.WriteByte('{')
+		writePyString(&b, c.wrapKey)
+		b.WriteString(": ")
+		c.wrapVal.writePy(&b)
 		c.unwrap = nil
 		c.opened = true
 	}
@@ -919,9 +923,16 @@ func (s *Stream) finishParam(off int) {
 		s.diag(ErrInvalidArguments, off, c.pname+`: string="false" value is not JSON`)
 		v, _ = coerceRaw(rawVal, c.pTypes)
 	}
-	if s.unwrapCandidate(c.pname) && v.kind == jObject {
-		if c.unwrap == nil {
-			c.unwrap = &v
+	if s.unwrapCandidate(c.pname) && c.unwrap == nil {
+		w := v
+		if w.kind == jString { // string="true" wrapper holding JSON text
+			if d, ok := decodeJSON(w.lit); ok {
+				w = d
+			}
+		}
+		if w.kind == jObject {
+			w = s.coerceObject(w, c.schema)
+			c.unwrap, c.wrapKey, c.wrapVal = &w, c.pname, v
 			return
 		}
 	}

@@ -472,3 +472,47 @@ func TestDiagnosticError(t *testing.T) {
 		}
 	}
 }
+
+// vLLM test_deepseekv32_tool_parser.py streaming cases: a long string value
+// streams before its parameter closes (vLLM #52846); arguments start before
+// the invoke closes; the start marker cut at every chunk size leaks nothing
+// into content (vLLM #40801).
+func TestStreamingVLLMV32(t *testing.T) {
+	const fcStart = "<｜DSML｜function_calls>"
+	opts := Options{Tools: "deepseekv32", ToolsDecl: tools("emit", `{"type":"object","properties":{"text":{"type":"string"}}}`), Coerce: true, NewID: seqIDs}
+	body := strings.Repeat("A", 4096)
+	chunks := []string{fcStart + "\n<｜DSML｜invoke name=\"emit\">\n<｜DSML｜parameter name=\"text\" string=\"true\">"}
+	chunks = append(chunks, fixedChunks(body, 32)...)
+	chunks = append(chunks, "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>")
+	s, _ := NewStream(opts)
+	var all []Delta
+	withArgs := 0
+	for i, c := range chunks {
+		d := s.Push(c)
+		if i > 0 && i < len(chunks)-1 && len(Merge(d).ToolCalls) > 0 && Merge(d).ToolCalls[0].Function.Arguments != "" {
+			withArgs++
+		}
+		all = append(all, d...)
+	}
+	all = append(all, s.Close()...)
+	if withArgs < 100 {
+		t.Errorf("only %d of %d body chunks produced argument deltas", withArgs, len(chunks)-2)
+	}
+	if m := Merge(all); len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Arguments != `{"text": "`+body+`"}` {
+		t.Errorf("merged = %+v", m)
+	}
+
+	s, _ = NewStream(Options{Tools: "deepseekv32", NewID: seqIDs})
+	m := Merge(s.Push(fcStart + "\n<｜DSML｜invoke name=\"fn\">\n<｜DSML｜parameter name=\"k\" string=\"true\">val</｜DSML｜parameter>\n"))
+	if len(m.ToolCalls) != 1 || !strings.HasPrefix(m.ToolCalls[0].Function.Arguments, `{"k"`) {
+		t.Errorf("arguments before invoke end = %+v", m)
+	}
+
+	full := fcStart + "\n<｜DSML｜invoke name=\"fn\">\n<｜DSML｜parameter name=\"k\" string=\"true\">v</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
+	for size := 1; size <= len(fcStart)+1; size++ {
+		merged, _, _ := streamResult(t, Options{Tools: "deepseekv32", NewID: seqIDs}, fixedChunks(full, size))
+		if merged.Content != "" || len(merged.ToolCalls) != 1 || merged.ToolCalls[0].Function.Arguments != `{"k": "v"}` {
+			t.Errorf("chunk size %d: %+v", size, merged)
+		}
+	}
+}

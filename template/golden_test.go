@@ -173,43 +173,45 @@ func TestGoldenJinjaProbes(t *testing.T) {
 		Prompt              *string                    `json:"prompt"`
 		Error               string                     `json:"error"`
 	}
-	rows := readJSONL[row](t, "jinja_extra.jsonl.gz")
-	templates := map[string]*Jinja{}
-	failed := 0
-	for _, r := range rows {
-		j := templates[r.Template]
-		if j == nil {
-			src, err := os.ReadFile(filepath.Join("testdata", "jinja", r.Template))
-			if err != nil {
-				t.Fatal(err)
+	for _, file := range []struct{ golden, dir string }{{"jinja_extra.jsonl.gz", "jinja"}, {"jinja_real.jsonl.gz", "jinja-real"}} {
+		rows := readJSONL[row](t, file.golden)
+		templates := map[string]*Jinja{}
+		failed := 0
+		for _, r := range rows {
+			j := templates[r.Template]
+			if j == nil {
+				src, err := os.ReadFile(filepath.Join("testdata", file.dir, r.Template))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if j, err = ParseJinja(string(src), nil); err != nil {
+					t.Fatalf("%s: %v", r.Template, err)
+				}
+				templates[r.Template] = j
 			}
-			if j, err = ParseJinja(string(src), nil); err != nil {
-				t.Fatalf("%s: %v", r.Template, err)
-			}
-			templates[r.Template] = j
-		}
-		got, err := j.RenderChat(context.Background(), &JinjaInput{
-			Messages:            r.Messages,
-			Tools:               r.Tools,
-			AddGenerationPrompt: r.AddGenerationPrompt,
-			Kwargs:              r.Kwargs,
-		})
-		switch {
-		case r.Prompt == nil:
-			if err == nil || !errors.Is(err, ErrRender) {
-				t.Errorf("%s: want an ErrRender like Python's %q, got %v", r.Name, r.Error, err)
+			got, err := j.RenderChat(context.Background(), &JinjaInput{
+				Messages:            r.Messages,
+				Tools:               r.Tools,
+				AddGenerationPrompt: r.AddGenerationPrompt,
+				Kwargs:              r.Kwargs,
+			})
+			switch {
+			case r.Prompt == nil:
+				if err == nil || !errors.Is(err, ErrRender) {
+					t.Errorf("%s: want an ErrRender like Python's %q, got %v", r.Name, r.Error, err)
+					failed++
+				}
+			case err != nil:
+				t.Errorf("%s: %v", r.Name, err)
+				failed++
+			case got != *r.Prompt:
+				t.Errorf("%s: mismatch\n%s", r.Name, firstDiff(got, *r.Prompt))
 				failed++
 			}
-		case err != nil:
-			t.Errorf("%s: %v", r.Name, err)
-			failed++
-		case got != *r.Prompt:
-			t.Errorf("%s: mismatch\n%s", r.Name, firstDiff(got, *r.Prompt))
-			failed++
+			if failed > 8 {
+				t.Fatal("too many failures")
+			}
 		}
-		if failed > 8 {
-			t.Fatal("too many failures")
-		}
+		t.Logf("%s: %d renders identical to transformers' Jinja environment", file.golden, len(rows)-failed)
 	}
-	t.Logf("%d probe renders identical to transformers' Jinja environment", len(rows)-failed)
 }

@@ -11,6 +11,8 @@ Writes into template/testdata/golden/ (gzipped JSON Lines, one case a line):
   jinja_v3.jsonl.gz        random conversations rendered by transformers
                            apply_chat_template with the DeepSeek-V3 chat template
                            (shared/data/deepseek-v3-tokenizer);
+  jinja_real.jsonl.gz      the same for the real templates in template/testdata/jinja-real
+                           (DeepSeek-V3.1's), with thinking / enable_thinking kwargs;
   jinja_extra.jsonl.gz     conversations rendered by transformers' Jinja environment
                            (render_jinja_template) with the probe templates in
                            template/testdata/jinja/*.jinja (tojson, dict order, string
@@ -42,6 +44,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "template", "testdata", "golden")
 JINJA_DIR = os.path.join(ROOT, "template", "testdata", "jinja")
+REAL_DIR = os.path.join(ROOT, "template", "testdata", "jinja-real")
 
 WORDS = [
     "hello", "world", "weather", "Beijing", "Paris", "的", "天气", "怎么样", "今天", "北京",
@@ -358,6 +361,43 @@ def gen_jinja_v3(args):
     write_jsonl_gz(os.path.join(OUT, "jinja_v3.jsonl.gz"), rows)
 
 
+def gen_jinja_real(args):
+    """Real chat templates (template/testdata/jinja-real) over V3-style conversations."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rng = random.Random(args.seed + 4)
+    names = sorted(f for f in os.listdir(REAL_DIR) if f.endswith(".jinja"))
+    rows = []
+    for name in names:
+        src = open(os.path.join(REAL_DIR, name), encoding="utf-8").read()
+        for j in range(args.real_cases):
+            msgs = gen_v3_conversation(rng, j)
+            for m in msgs:
+                if m["role"] == "assistant" and m.get("tool_calls") and rng.random() < 0.3:
+                    m["content"] = rtext(rng, 1, 4)
+                if m["role"] == "assistant" and not m.get("tool_calls") and rng.random() < 0.3:
+                    m["content"] = rtext(rng, 1, 4) + "</think>" + m["content"]
+                if m["role"] == "assistant" and rng.random() < 0.1:
+                    m["prefix"] = True
+            kwargs = {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}
+            k = rng.random()
+            if k < 0.4:
+                kwargs["thinking"] = rng.random() < 0.5
+            elif k < 0.6:
+                kwargs["enable_thinking"] = rng.random() < 0.5
+            agp = rng.random() < 0.6
+            row = {"name": "%s_%03d" % (name[:-6], j), "template": name, "messages": msgs,
+                   "add_generation_prompt": agp, "kwargs": kwargs}
+            try:
+                out, _ = render_jinja_template(conversations=[copy.deepcopy(msgs)], chat_template=src,
+                                               add_generation_prompt=agp, **kwargs)
+                row["prompt"] = out[0]
+            except Exception as e:
+                row["error"] = "%s: %s" % (type(e).__name__, e)
+            rows.append(row)
+    write_jsonl_gz(os.path.join(OUT, "jinja_real.jsonl.gz"), rows)
+
+
 def gen_jinja_extra(args):
     from transformers.utils.chat_template_utils import render_jinja_template
 
@@ -404,12 +444,14 @@ def main():
     ap.add_argument("--v4-context-cases", type=int, default=60)
     ap.add_argument("--jinja-cases", type=int, default=150)
     ap.add_argument("--extra-cases", type=int, default=25)
+    ap.add_argument("--real-cases", type=int, default=100)
     args = ap.parse_args()
     gen_v4(args)
     if args.v32_encoder:
         gen_v32(args)
     gen_jinja_v3(args)
     gen_jinja_extra(args)
+    gen_jinja_real(args)
 
 
 if __name__ == "__main__":

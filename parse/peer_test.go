@@ -162,7 +162,7 @@ func peerCases() []peerCase {
 		{name: "vllm-v4/function_calls-block-is-content", opts: optV4Tools,
 			in:    strings.ReplaceAll(vllmV4Block("search", "query", "vllm"), "tool_calls", "function_calls"),
 			ct:    strings.ReplaceAll(vllmV4Block("search", "query", "vllm"), "tool_calls", "function_calls"),
-			diags: []error{ErrStrayMarker, ErrStrayMarker, ErrStrayMarker, ErrStrayMarker, ErrStrayMarker, ErrStrayMarker}},
+			diags: []error{ErrStrayMarker}},
 		{name: "vllm-v4/stream-5-byte-chunks", opts: optV4Tools,
 			in: vllmV4Block("search", "query", "deepseek v4"), chunks: fixedChunks(vllmV4Block("search", "query", "deepseek v4"), 5),
 			calls: []call{{"search", `{"query": "deepseek v4"}`}}},
@@ -331,6 +331,23 @@ func peerCases() []peerCase {
 		{name: "v31/coerce-to-schema", opts: withTools(optV31, true, tools("get_weather", `{"type":"object","properties":{"location":{"type":"string"},"days":{"type":"integer"}}}`)),
 			in:    SB + CB + "get_weather" + SEP + `{"location":"北京","days":"3"}` + CE + SE,
 			calls: []call{{"get_weather", `{"location": "北京", "days": 3}`}}},
+
+		// ---- SGLang test_deepseek_dsml_streaming_normal_text (#34214) ----
+		{name: "sglang-v4/content-in-opener-chunk", opts: optV4Tools,
+			chunks: []string{"Sure, let me ", "look that up. ", "One moment please.\n\n" + vllmV4Block("get_current_weather", "city", "Beijing")},
+			ct:     "Sure, let me look that up. One moment please.", calls: []call{{"get_current_weather", `{"city": "Beijing"}`}}},
+		{name: "sglang-v32/opener-split-across-chunks", opts: optV32,
+			chunks: []string{"Checking the forecast now.<｜DSML｜", strings.TrimPrefix(strings.ReplaceAll(vllmV4Block("get_current_weather", "city", "Beijing"), "tool_calls", "function_calls"), "<｜DSML｜")},
+			ct:     "Checking the forecast now.", calls: []call{{"get_current_weather", `{"city": "Beijing"}`}}},
+		{name: "sglang-v4/bare-invoke", opts: optV4Tools,
+			in: "Here you go.\n\n<｜DSML｜invoke name=\"get_current_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Beijing</｜DSML｜parameter>\n</｜DSML｜invoke>",
+			ct: "Here you go.", calls: []call{{"get_current_weather", `{"city": "Beijing"}`}}},
+		{name: "bare-invoke-then-text", opts: optV4Tools,
+			in: "<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\nDone.",
+			ct: "\nDone.", calls: []call{{"f", `{}`}}, diags: []error{ErrTextAfterToolCalls}},
+		{name: "bare-invoke-malformed-is-content", opts: optV4Tools,
+			in: "x <｜DSML｜invoke nom=\"f\">y</｜DSML｜invoke> z", ct: "x <｜DSML｜invoke nom=\"f\">y</｜DSML｜invoke> z",
+			diags: []error{ErrMalformedToolCall, ErrTextAfterToolCalls}},
 
 		// ---- TensorRT-LLM PR #17573 (P13): text that only looks like a marker start ----
 		{name: "trtllm/partial-marker-in-text", opts: optV31,

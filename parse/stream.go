@@ -46,6 +46,7 @@ const (
 	stRawParam                 // DSML: rejected parameter, copied to content up to its end
 	stXBlock                   // V3/V3.1 block, between calls
 	stXCall                    // V3/V3.1 call body, up to "<｜tool▁call▁end｜>"
+	stForeign                  // DSML block of the other dialect: content up to its end
 	nStates
 )
 
@@ -65,6 +66,8 @@ const (
 	mGT
 	mXCallBegin
 	mXCallEnd
+	mBareInvoke
+	mForeign
 )
 
 type marker struct {
@@ -107,6 +110,7 @@ type Stream struct {
 	headRaw  string // "<｜DSML｜invoke" / "<｜DSML｜parameter" / "<｜tool▁call▁begin｜>"
 	raw      strings.Builder
 	commit   bool // the current block produced a call
+	implicit bool // the block was opened by a bare invoke (no block marker)
 	gapDirty bool // the current gap between markers had non-blank text
 	cur      *callState
 
@@ -204,6 +208,18 @@ func (s *Stream) buildMarkers() {
 	s.marks[stReasoning] = reasoning
 	s.marks[stReasonStart] = append([]marker{{thinkOpen, mThinkOpen}}, reasoning...)
 	content := append([]marker{eos}, starts...)
+	if s.tk == toolV4 || s.tk == toolV32 {
+		// SGLang accepts an invoke without its enclosing block; a block of
+		// the other DSML dialect is not a tool call (vLLM) and its invokes
+		// stay content.
+		other := "function_calls"
+		if s.tk == toolV32 {
+			other = "tool_calls"
+		}
+		content = append(content, marker{dsmlEnvelopeNL + dsmlInvoke, mBareInvoke}, marker{dsmlInvoke, mBareInvoke},
+			marker{"<" + dsmlToken + other + ">", mForeign})
+		s.marks[stForeign] = []marker{{"</" + dsmlToken + other + ">", mForeign}}
+	}
 	if s.rk != reasonNone {
 		content = append(content, marker{thinkOpen, mStray}, marker{thinkClose, mStray})
 	}
@@ -627,6 +643,8 @@ func (s *Stream) text(t string, off int) {
 		}
 	case stRawInvoke, stRawParam:
 		s.leak(t)
+	case stForeign:
+		s.emitContent(t)
 	}
 }
 
@@ -634,6 +652,19 @@ func (s *Stream) text(t string, off int) {
 // gap ends, then dropped once the block has a call), anything else is kept
 // as content together with the blanks before it.
 func (s *Stream) blockGap(t string, off int) {
+	if s.implicit && !isBlank(t) {
+		// Bare invokes end at the first other text, which is content.
+		if !s.commit {
+			s.leak("")
+		}
+		pre := s.takeHold()
+		s.implicit = false
+		s.raw.Reset()
+		s.st = stAfter
+		s.hold.WriteString(pre)
+		s.text(t, off)
+		return
+	}
 	if !s.gapDirty && isBlank(t) {
 		if s.commit {
 			s.hold.WriteString(t)
@@ -673,6 +704,19 @@ func (s *Stream) marker(m marker, off int) {
 		case mBlockStart:
 			s.hold.Reset()
 			s.startBlock(m.s)
+		case mForeign:
+			if s.st == stAfter {
+				s.diag(ErrTextAfterToolCalls, off, "")
+				s.emitContent(s.takeHold())
+			}
+			s.diag(ErrStrayMarker, off, m.s)
+			s.emitContent(m.s)
+			s.st = stForeign
+		case mBareInvoke:
+			s.hold.Reset()
+			s.startBlock(strings.TrimSuffix(m.s, dsmlInvoke))
+			s.implicit = true
+			s.openHead(dsmlInvoke, stInvHead)
 		case mStray:
 			if s.st == stAfter {
 				s.diag(ErrTextAfterToolCalls, off, "")
@@ -696,6 +740,9 @@ func (s *Stream) marker(m marker, off int) {
 		case mBlockEnd:
 			s.endBlock(m.s, off)
 		}
+	case stForeign:
+		s.emitContent(m.s)
+		s.st = stContent
 	case stInvHead:
 		s.invokeHead(off)
 	case stInvBody:
@@ -761,6 +808,7 @@ func (s *Stream) openHead(raw string, next state) {
 
 func (s *Stream) startBlock(open string) {
 	s.commit = false
+	s.implicit = false
 	s.gapDirty = false
 	s.raw.Reset()
 	s.raw.WriteString(open)
@@ -778,6 +826,7 @@ func (s *Stream) endBlock(end string, off int) {
 	}
 	s.raw.Reset()
 	s.hold.Reset()
+	s.implicit = false
 	s.st = stAfter
 }
 
@@ -1053,7 +1102,9 @@ func (s *Stream) finish() {
 		s.hold.Reset()
 	case stBlock, stXBlock:
 		s.hold.Reset()
-		s.diag(ErrUnterminatedToolCall, end, "block not closed")
+		if !s.implicit {
+			s.diag(ErrUnterminatedToolCall, end, "block not closed")
+		}
 	case stInvHead:
 		s.diag(ErrUnterminatedToolCall, end, "invoke header not closed")
 		s.leak(s.headRaw + s.acc.String())

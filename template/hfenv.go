@@ -12,6 +12,9 @@ import (
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/nodes"
+	"github.com/nikolalohinski/gonja/v2/parser"
+	"github.com/nikolalohinski/gonja/v2/tokens"
 )
 
 // This file closes the gaps between gonja's defaults and the environment
@@ -752,4 +755,36 @@ func boundedFilter(f exec.FilterFunction, name string) exec.FilterFunction {
 		}
 		return f(ev, in, va)
 	}
+}
+
+// generationBlock is HF's {% generation %}...{% endgeneration %} (the
+// AssistantTracker extension that marks assistant tokens): it renders its
+// body unchanged.
+type generationBlock struct {
+	Location *tokens.Token
+	Body     *nodes.Wrapper
+}
+
+func (g *generationBlock) Position() *tokens.Token { return g.Location }
+func (g *generationBlock) String() string          { return "generation" }
+
+// Execute renders the body.
+func (g *generationBlock) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+	return r.ExecuteWrapper(g.Body)
+}
+
+func generationParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
+	g := &generationBlock{Location: p.Current()}
+	if !args.End() {
+		return nil, args.Error("generation takes no arguments", nil)
+	}
+	w, endargs, err := p.WrapUntil("endgeneration")
+	if err != nil {
+		return nil, err
+	}
+	if !endargs.End() {
+		return nil, endargs.Error("Arguments not allowed here.", nil)
+	}
+	g.Body = w
+	return g, nil
 }

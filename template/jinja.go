@@ -52,7 +52,8 @@ type JinjaOptions struct {
 
 // Jinja is a compiled Hugging Face chat template. It renders in HF's
 // environment (transformers chat_template_utils): trim_blocks and
-// lstrip_blocks on, loop controls, globals raise_exception and
+// lstrip_blocks on, loop controls, the {% generation %} block, globals
+// raise_exception and
 // strftime_now, a tojson filter that prints like Python json.dumps
 // (ensure_ascii=False, ", "/": " separators, key order kept, no HTML
 // escaping; ensure_ascii, indent, separators and sort_keys honoured), dicts
@@ -258,6 +259,7 @@ func hfEnvironment() *exec.Environment {
 		_ = filters.Register(powFilter, filterPow)
 		tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
 		cs := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{}).Update(builtins.ControlStructures)
+		_ = cs.Register("generation", generationParser)
 		globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 		globals.Set("range", pyRange)
 		globals.Set("raise_exception", raiseException)

@@ -13,7 +13,7 @@ import (
 // logged); the acceptance bound is 1e-4.
 const goldenTol = 1e-4
 
-var goldenConfigs = []string{"mixed-hc4-yarn", "hc1-rope", "hc2-yarn", "csa-hc4"}
+var goldenConfigs = []string{"mixed-hc4-yarn", "hc1-rope", "hc2-yarn", "csa-hc4", "quant-src"}
 
 func maxDiff(t *testing.T, got [][]float32, want [][]float64) float64 {
 	t.Helper()

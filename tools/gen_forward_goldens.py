@@ -101,6 +101,18 @@ CONFIGS = [
                   index_topk=5)),
 ]
 
+# source of the quantized forms (hidden and expert widths multiples of 32, as MXFP4 needs)
+QUANT_SRC = dict(name="quant-src", seed=6, length=40, prefill=9, chunks=[11, 6, 23], greedy_prompt=8, greedy=10,
+                 cfg=dict(num_hidden_layers=3, hc_mult=4, hidden_size=64, moe_intermediate_size=32,
+                          layer_types=["compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"],
+                          mlp_layer_types=["hash_moe", "moe", "moe"],
+                          compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+                          rope_parameters=dict(YARN)))
+CONFIGS.append(QUANT_SRC)
+
+# upstream-named quantized forms of quant-src, written by the Go converter (examples/convert)
+QUANT_FORMS = [("quant-fp8-mxfp4", "mxfp4"), ("quant-nvfp4", "nvfp4")]
+
 TIES = dict(name="ties", seed=5, length=40, prefill=4, chunks=[7, 9, 24], greedy_prompt=6, greedy=6,
             cfg=dict(num_hidden_layers=2, hc_mult=2, index_n_heads=2,
                      layer_types=["compressed_sparse_attention", "compressed_sparse_attention"],
@@ -287,6 +299,122 @@ def gen(spec, check_margins=True):
         json.dump(golden, f)
 
 
+UPSTREAM_TO_HF = [
+    (r"^embed\.weight$", "model.embed_tokens.weight"),
+    (r"^head\.weight$", "lm_head.weight"),
+    (r"^norm\.weight$", "model.norm.weight"),
+    (r"^hc_head_(fn|base|scale)$", r"model.hc_head.hc_\1"),
+    (r"^layers\.(\d+)\.attn_norm\.", r"model.layers.\1.input_layernorm."),
+    (r"^layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.post_attention_layernorm."),
+    (r"^layers\.(\d+)\.hc_attn_(fn|base|scale)$", r"model.layers.\1.attn_hc.\2"),
+    (r"^layers\.(\d+)\.hc_ffn_(fn|base|scale)$", r"model.layers.\1.ffn_hc.\2"),
+    (r"^layers\.(\d+)\.attn\.attn_sink$", r"model.layers.\1.self_attn.sinks"),
+    (r"^layers\.(\d+)\.attn\.q_norm\.", r"model.layers.\1.self_attn.q_a_norm."),
+    (r"^layers\.(\d+)\.attn\.kv_norm\.", r"model.layers.\1.self_attn.kv_norm."),
+    (r"^layers\.(\d+)\.attn\.w(q_a|q_b|o_a|o_b)\.", r"model.layers.\1.self_attn.\2_proj."),
+    (r"^layers\.(\d+)\.attn\.wkv\.", r"model.layers.\1.self_attn.kv_proj."),
+    (r"^layers\.(\d+)\.attn\.indexer\.compressor\.", r"model.layers.\1.self_attn.compressor.indexer.C."),
+    (r"^layers\.(\d+)\.attn\.indexer\.wq_b\.", r"model.layers.\1.self_attn.compressor.indexer.q_b_proj."),
+    (r"^layers\.(\d+)\.attn\.indexer\.weights_proj\.", r"model.layers.\1.self_attn.compressor.indexer.scorer.weights_proj."),
+    (r"^layers\.(\d+)\.attn\.compressor\.", r"model.layers.\1.self_attn.compressor.C."),
+    (r"\.C\.wkv\.", ".kv_proj."),
+    (r"\.C\.wgate\.", ".gate_proj."),
+    (r"\.C\.ape$", ".position_bias"),
+    (r"\.C\.norm\.", ".kv_norm."),
+    (r"^layers\.(\d+)\.ffn\.gate\.bias$", r"model.layers.\1.mlp.gate.e_score_correction_bias"),
+    (r"^layers\.(\d+)\.ffn\.gate\.", r"model.layers.\1.mlp.gate."),
+    (r"^layers\.(\d+)\.ffn\.shared_experts\.w1\.", r"model.layers.\1.mlp.shared_experts.gate_proj."),
+    (r"^layers\.(\d+)\.ffn\.shared_experts\.w2\.", r"model.layers.\1.mlp.shared_experts.down_proj."),
+    (r"^layers\.(\d+)\.ffn\.shared_experts\.w3\.", r"model.layers.\1.mlp.shared_experts.up_proj."),
+]
+
+
+def read_upstream(d):
+    """Reads an upstream-named (possibly quantized) checkpoint into float32 HF-named tensors,
+    dequantizing with the format definitions of tools/gen_checkpoints.py (DeepSeek's
+    FP8 block / MXFP4, NVIDIA ModelOpt NVFP4)."""
+    import re
+    from safetensors import safe_open
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gen_checkpoints import deq_fp8_block, deq_mxfp4, deq_nvfp4
+
+    raw = {}
+    for fn in sorted(os.listdir(d)):
+        if fn.endswith(".safetensors"):
+            with safe_open(os.path.join(d, fn), "pt") as f:
+                for k in f.keys():
+                    raw[k] = f.get_tensor(k)
+    dense = {}
+    for k, w in raw.items():
+        if k.endswith((".scale", ".weight_scale", ".weight_scale_2", ".input_scale")):
+            continue
+        base = k[: -len(".weight")] if k.endswith(".weight") else None
+        if base and base + ".weight_scale" in raw:
+            w = deq_nvfp4(w, raw[base + ".weight_scale"], raw[base + ".weight_scale_2"])
+        elif base and base + ".scale" in raw and w.dtype in (torch.int8, torch.uint8):
+            w = deq_mxfp4(w, raw[base + ".scale"])
+        elif base and base + ".scale" in raw:
+            w = deq_fp8_block(w, raw[base + ".scale"])
+        elif w.is_floating_point():
+            w = w.to(torch.float32)
+        dense[k] = w
+    out, experts = {}, {}
+    for k, w in dense.items():
+        m = re.match(r"^layers\.(\d+)\.ffn\.experts\.(\d+)\.w([123])\.weight$", k)
+        if m:
+            experts[(int(m.group(1)), int(m.group(2)), m.group(3))] = w
+            continue
+        n = k
+        for pat, rep in UPSTREAM_TO_HF:
+            n = re.sub(pat, rep, n)
+        assert n.startswith(("model.", "lm_head")), (k, n)
+        out[n] = w
+    layers = sorted({l for l, _, _ in experts})
+    for l in layers:
+        E = 1 + max(e for ll, e, _ in experts if ll == l)
+        out[f"model.layers.{l}.mlp.experts.gate_up_proj"] = torch.stack(
+            [torch.cat([experts[(l, e, "1")], experts[(l, e, "3")]], 0) for e in range(E)])
+        out[f"model.layers.{l}.mlp.experts.down_proj"] = torch.stack([experts[(l, e, "2")] for e in range(E)])
+    return out
+
+
+def gen_quant():
+    """Quantized, upstream-named forms of quant-src: converted by the Go converter, then
+    the float64 oracle on their dequantized weights (the quantization error is the gap
+    between that and the quant-src oracle)."""
+    import subprocess
+    src = os.path.join(OUT, "quant-src")
+    sg = json.load(gzip.open(os.path.join(src, "golden.json.gz"), "rt"))
+    kw = dict(BASE)
+    kw.update(QUANT_SRC["cfg"])
+    config = DeepseekV4Config(**kw)
+    config._attn_implementation = "eager"
+    config._experts_implementation = "eager"
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    for name, fmt in QUANT_FORMS:
+        d = os.path.join(OUT, name)
+        subprocess.run(["go", "run", "./examples/convert", "-q", "-experts", fmt, src, d], cwd=root, check=True)
+        sd = read_upstream(d)
+        model = DeepseekV4ForCausalLM(config).eval()
+        model.load_state_dict({k: v for k, v in sd.items()}, strict=True)
+        model = model.double()
+        rec = Recorder(model, config)
+        ids = sg["tokens"]
+        with torch.no_grad():
+            full = run(model, ids, rec, [len(ids)])
+        qerr = float((full - torch.tensor(sg["full"], dtype=torch.float64)).abs().max())
+        print(f"{name}: quantization error (max |logit - quant-src|) {qerr:.3g}; index margin {rec.min_index_margin:.3g}, "
+              f"router margin {rec.min_router_margin:.3g}", file=sys.stderr)
+        assert rec.min_index_margin > 1e-3 and rec.min_router_margin > 1e-3, name
+        import hashlib
+        files = sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
+        sha = {f: hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest() for f in files}
+        with gzip.open(os.path.join(d, "golden.json.gz"), "wt") as f:
+            json.dump(dict(name=name, source="quant-src", experts=fmt, tokens=ids, full=full.tolist(),
+                           quant_error=qerr, safetensors_sha256=sha,
+                           min_index_margin=rec.min_index_margin, min_router_margin=rec.min_router_margin), f)
+
+
 def main():
     torch.set_num_threads(1)
     float64_oracle()
@@ -295,6 +423,8 @@ def main():
         if names and spec["name"] not in names:
             continue
         gen(spec, check_margins=spec is not TIES)
+    if not names or "quant" in names:
+        gen_quant()
 
 
 if __name__ == "__main__":

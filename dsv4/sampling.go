@@ -170,7 +170,8 @@ type sampler struct {
 	nOut    int            // output tokens so far
 	scratch []float32      // working copy of the logits
 	idx     []int32        // candidate indices
-	probs   []float64      // candidate probabilities
+	probs   []float64      // relative probabilities, [vocab]
+	bkt     []int16        // their buckets, [vocab]
 }
 
 func newSampler(p SamplingParams, prompt []int32, eos []int32, seed uint64) *sampler {
@@ -207,12 +208,22 @@ func (s *sampler) observe(tok int32) {
 // alternatives.
 func (s *sampler) sample(logits []float32) (tok int32, lp float32, top []TokenLogprob) {
 	n := len(logits)
+	p := &s.p
+	noPenalty := (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) && p.FrequencyPenalty == 0 && p.PresencePenalty == 0
+	plain := len(p.LogitBias) == 0 && s.nOut >= p.MinTokens &&
+		(noPenalty || (len(s.prompt) == 0 && len(s.counts) == 0))
+	if plain && p.Temperature == 0 { // greedy on the raw logits: no copy
+		tok = argmax(logits)
+		if p.Logprobs || p.TopLogprobs > 0 {
+			lp, top = rawLogprobs(logits, tok, p.TopLogprobs)
+		}
+		return tok, lp, top
+	}
 	if cap(s.scratch) < n {
 		s.scratch = make([]float32, n)
 	}
 	x := s.scratch[:n]
 	copy(x, logits)
-	p := &s.p
 	for id, b := range p.LogitBias {
 		if int(id) < n {
 			x[id] += float32(b)
@@ -263,103 +274,142 @@ func (s *sampler) sample(logits []float32) (tok int32, lp float32, top []TokenLo
 	return tok, lp, top
 }
 
+// argmax returns the index of the largest value (the lowest index on
+// ties; NaNs are never chosen unless every value is NaN or -Inf).
 func argmax(x []float32) int32 {
-	best := 0
+	best, bv := 0, float32(math.Inf(-1))
 	for i, v := range x {
-		if v > x[best] || (math.IsNaN(float64(x[best])) && !math.IsNaN(float64(v))) {
-			best = i
+		if v > bv {
+			best, bv = i, v
 		}
 	}
 	return int32(best)
 }
 
 // draw samples from softmax(x / T) after min_p, top_k and top_p.
+//
+// e[i] = exp((x[i]-max)/T) is each token's probability relative to the top
+// one (1). To apply top_k / top_p without sorting the vocabulary, tokens
+// are bucketed by -log2(e) in steps of 1/8 octave; the buckets are scanned
+// from the top until they hold K tokens (top_k) or the mass TopP × total
+// (top_p), and only the tokens of those buckets are sorted. Every token in
+// a later bucket is less probable than every token in an earlier one, so
+// the cut is exact.
 func (s *sampler) draw(x []float32) int32 {
 	p := &s.p
 	inv := 1 / p.Temperature
-	maxv := math.Inf(-1)
+	maxv := float32(math.Inf(-1))
 	for _, v := range x {
-		maxv = math.Max(maxv, float64(v))
+		if v > maxv {
+			maxv = v
+		}
 	}
-	if math.IsInf(maxv, -1) || math.IsNaN(maxv) {
+	if math.IsInf(float64(maxv), -1) || maxv != maxv {
 		return argmax(x)
 	}
-	// e[i] = exp((x[i]-max)/T) is each token's probability relative to the
-	// top one; min_p drops e < MinP. Only tokens above a threshold thr are
-	// gathered and sorted; thr is lowered until they provably contain the
-	// top_k set or the top_p nucleus, so the result is exact.
-	minRel := p.MinP
-	topK := p.TopK > 0
-	topP := p.TopP > 0 && p.TopP < 1
-	thr := minRel
-	if topK || topP {
-		thr = math.Max(minRel, 1e-3)
+	n := len(x)
+	if cap(s.probs) < n {
+		s.probs = make([]float64, n)
 	}
-	for {
-		s.idx, s.probs = s.idx[:0], s.probs[:0]
-		var cand, total float64
-		for i, v := range x {
-			e := math.Exp((float64(v) - maxv) * inv)
-			if e < minRel {
-				continue
-			}
-			total += e
-			if e >= thr {
-				s.idx = append(s.idx, int32(i))
-				s.probs = append(s.probs, e)
-				cand += e
+	e := s.probs[:n]
+	var total float64
+	for i, v := range x {
+		w := math.Exp(float64(v-maxv) * inv)
+		if w < p.MinP || w != w {
+			w = 0
+		}
+		e[i] = w
+		total += w
+	}
+	topK := p.TopK > 0 && p.TopK < n
+	topP := p.TopP > 0 && p.TopP < 1
+	if !topK && !topP {
+		r := s.rng.Float64() * total
+		last := int32(0)
+		for i, w := range e {
+			if w > 0 {
+				last = int32(i)
+				if r -= w; r < 0 {
+					return int32(i)
+				}
 			}
 		}
-		if thr <= minRel || (topK && len(s.idx) >= p.TopK) || (!topK && topP && cand >= p.TopP*total) {
+		return last
+	}
+	const nb = 1024
+	var mass [nb]float64
+	var count [nb]int
+	// bucket ≈ -8·log2(w) from the float's exponent and top 3 mantissa
+	// bits: monotone non-increasing in w.
+	bucket := func(w float64) int {
+		bits := math.Float64bits(w)
+		b := (1023-int(bits>>52))*8 - int(bits>>49)&7
+		return min(max(b, 0), nb-1)
+	}
+	if cap(s.bkt) < n {
+		s.bkt = make([]int16, n)
+	}
+	bk := s.bkt[:n]
+	for i, w := range e {
+		if w > 0 {
+			b := bucket(w)
+			bk[i] = int16(b)
+			mass[b] += w
+			count[b]++
+		}
+	}
+	stop := nb - 1
+	var cm float64
+	var cc int
+	for b := range nb {
+		cm += mass[b]
+		cc += count[b]
+		if (topK && cc >= p.TopK) || (!topK && cm >= p.TopP*total) {
+			stop = b
 			break
 		}
-		thr *= 1e-3
-		if thr < 1e-30 {
-			thr = minRel
+	}
+	s.idx = s.idx[:0]
+	for i, w := range e {
+		if w > 0 && int(bk[i]) <= stop {
+			s.idx = append(s.idx, int32(i))
 		}
 	}
+	slices.SortFunc(s.idx, func(a, b int32) int {
+		if c := cmp.Compare(e[b], e[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	keep := len(s.idx)
-	order := make([]int, keep)
-	for i := range order {
-		order[i] = i
-	}
-	if topK || topP {
-		slices.SortFunc(order, func(a, b int) int {
-			if c := cmp.Compare(s.probs[b], s.probs[a]); c != 0 {
-				return c
-			}
-			return cmp.Compare(s.idx[a], s.idx[b])
-		})
-	}
 	if topK && p.TopK < keep {
 		keep = p.TopK
 	}
 	if topP {
-		var total float64
-		for _, o := range order[:keep] {
-			total += s.probs[o]
+		var t float64
+		for _, i := range s.idx[:keep] {
+			t += e[i]
 		}
 		var cum float64
-		for i, o := range order[:keep] {
-			cum += s.probs[o]
-			if cum >= p.TopP*total {
-				keep = i + 1
+		for j, i := range s.idx[:keep] {
+			cum += e[i]
+			if cum >= p.TopP*t {
+				keep = j + 1
 				break
 			}
 		}
 	}
 	var sum float64
-	for _, o := range order[:keep] {
-		sum += s.probs[o]
+	for _, i := range s.idx[:keep] {
+		sum += e[i]
 	}
 	r := s.rng.Float64() * sum
-	for _, o := range order[:keep] {
-		r -= s.probs[o]
-		if r < 0 {
-			return s.idx[o]
+	for _, i := range s.idx[:keep] {
+		if r -= e[i]; r < 0 {
+			return i
 		}
 	}
-	return s.idx[order[keep-1]]
+	return s.idx[keep-1]
 }
 
 // rawLogprobs returns log_softmax(logits)[tok] and the k most likely tokens

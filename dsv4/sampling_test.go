@@ -3,6 +3,7 @@ package dsv4
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -203,9 +204,15 @@ func TestSamplingValidate(t *testing.T) {
 }
 
 func BenchmarkSample(b *testing.B) {
+	// LLM-like logits: Gaussian noise (std 2.5) plus a few strong
+	// candidates, over DeepSeek-V4's vocabulary.
+	rng := rand.New(rand.NewPCG(1, 1))
 	lg := make([]float32, 129280)
 	for i := range lg {
-		lg[i] = float32(math.Sin(float64(i)*0.37)) * 6
+		lg[i] = float32(rng.NormFloat64() * 2.5)
+	}
+	for i := range 20 {
+		lg[rng.IntN(len(lg))] = 14 - float32(i)/2
 	}
 	for _, c := range []struct {
 		name string

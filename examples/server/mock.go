@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,12 @@ type scriptSeq struct {
 	b    *scriptBackend
 	ids  []int32
 	done atomic.Bool
+	// fast path: the answer's tokens once known, where the output starts,
+	// and a reused logits row
+	answer []int32
+	start  int
+	logits []float32
+	last   int32
 }
 
 func (s *scriptSeq) Release() {
@@ -61,7 +68,7 @@ func (b *scriptBackend) NewSequence() dsv4.BackendSequence {
 func (b *scriptBackend) Prefill(ctx context.Context, s dsv4.BackendSequence, ids []int32) ([]float32, error) {
 	q := s.(*scriptSeq)
 	q.ids = append(q.ids, ids...)
-	return b.next(q.ids), nil
+	return q.step(), nil
 }
 
 func (b *scriptBackend) Decode(ctx context.Context, seqs []dsv4.BackendSequence, ids []int32) ([][]float32, error) {
@@ -72,7 +79,7 @@ func (b *scriptBackend) Decode(ctx context.Context, seqs []dsv4.BackendSequence,
 	for i, s := range seqs {
 		q := s.(*scriptSeq)
 		q.ids = append(q.ids, ids[i])
-		out[i] = b.next(q.ids)
+		out[i] = q.step()
 	}
 	return out, nil
 }
@@ -87,8 +94,46 @@ func (b *scriptBackend) decode(ids []int32) string {
 	return s
 }
 
-// next returns logits peaked on the scripted next token.
-func (b *scriptBackend) next(ids []int32) []float32 {
+// step returns logits peaked on the scripted next token. While the output
+// follows the answer's own tokenization it is a table lookup; otherwise
+// (a forced prefix tokenized differently) it re-derives the next token
+// from the text.
+func (q *scriptSeq) step() []float32 {
+	want := int32(-1)
+	if q.answer != nil && len(q.ids) >= q.start {
+		k := len(q.ids) - q.start
+		if k <= len(q.answer) && slices.Equal(q.ids[q.start:], q.answer[:k]) {
+			want = idEOS
+			if k < len(q.answer) {
+				want = q.answer[k]
+			}
+		}
+	}
+	if want < 0 {
+		var ans string
+		want, ans, q.start = q.b.next(q.ids)
+		if q.start >= 0 && len(q.ids) == q.start {
+			q.answer = q.b.tok.Encode(ans, tokenizer.EncodeOptions{})
+		}
+	}
+	if q.logits == nil {
+		q.logits = make([]float32, vocabV4)
+		for i := range q.logits {
+			q.logits[i] = -10 - float32(i%13)*0.1
+		}
+		q.last = -1
+	}
+	if q.last >= 0 {
+		q.logits[q.last] = -10 - float32(q.last%13)*0.1
+	}
+	q.logits[want] = 10
+	q.last = want
+	return q.logits
+}
+
+// next returns the scripted next token, the whole answer and the index
+// where the output starts (-1: no assistant turn).
+func (b *scriptBackend) next(ids []int32) (int32, string, int) {
 	asst := -1
 	for i := len(ids) - 1; i >= 0; i-- {
 		if ids[i] == idAssistant {
@@ -97,8 +142,9 @@ func (b *scriptBackend) next(ids []int32) []float32 {
 		}
 	}
 	want := int32(idEOS)
+	answer, start := "", -1
 	if asst >= 0 {
-		start := asst + 1
+		start = asst + 1
 		thinking := false
 		if start < len(ids) && (ids[start] == idThink || ids[start] == idThinkEnd) {
 			thinking = ids[start] == idThink
@@ -111,18 +157,13 @@ func (b *scriptBackend) next(ids []int32) []float32 {
 				break
 			}
 		}
-		answer := scriptAnswer(b.decode(ids[:asst]), user, thinking)
+		answer = scriptAnswer(b.decode(ids[:asst]), user, thinking)
 		got := b.decode(ids[start:])
 		if rest, ok := strings.CutPrefix(answer, got); ok && rest != "" {
 			want = b.tok.Encode(rest, tokenizer.EncodeOptions{})[0]
 		}
 	}
-	out := make([]float32, vocabV4)
-	for i := range out {
-		out[i] = -10 - float32(i%13)*0.1
-	}
-	out[want] = 10
-	return out
+	return want, answer, start
 }
 
 func scriptAnswer(prompt, user string, thinking bool) string {

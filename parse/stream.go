@@ -367,7 +367,9 @@ func (s *Stream) run(final bool) {
 		st := s.st
 		if mk >= 0 && (h < 0 || h > mi) {
 			if mi > 0 {
-				s.text(s.pending[:mi], s.pos)
+				if !s.text(s.pending[:mi], s.pos) {
+					continue // the state changed and rescans this text
+				}
 				s.pending = s.pending[mi:]
 				s.pos += mi
 				if s.st != st {
@@ -388,7 +390,9 @@ func (s *Stream) run(final bool) {
 			cut = utf8SafeEnd(s.pending)
 		}
 		if cut > 0 {
-			s.text(s.pending[:cut], s.pos)
+			if !s.text(s.pending[:cut], s.pos) {
+				continue
+			}
 			s.pending = s.pending[cut:]
 			s.pos += cut
 			if s.st != st {
@@ -602,12 +606,15 @@ func (s *Stream) commitBlock() {
 
 // ---- text sinks ----
 
-func (s *Stream) text(t string, off int) {
+// text hands plain text to the current state. It returns false when the
+// state gave the text back (it changed state and the text must be scanned
+// again with the new state's markers).
+func (s *Stream) text(t string, off int) bool {
 	switch s.st {
 	case stReasonStart:
 		if isBlank(t) {
 			s.hold.WriteString(t)
-			return
+			return true
 		}
 		s.st = stReasoning
 		s.emitReasoning(s.takeHold() + t)
@@ -618,13 +625,13 @@ func (s *Stream) text(t string, off int) {
 	case stAfter:
 		if isBlank(t) {
 			s.hold.WriteString(t)
-			return
+			return true
 		}
 		s.diag(ErrTextAfterToolCalls, off+firstNonBlank(t), "")
 		s.st = stContent
 		s.emitContent(s.takeHold() + t)
 	case stBlock, stXBlock:
-		s.blockGap(t, off)
+		return s.blockGap(t, off)
 	case stInvHead, stParamHead, stXCall:
 		s.acc.WriteString(t)
 	case stInvBody:
@@ -646,12 +653,13 @@ func (s *Stream) text(t string, off int) {
 	case stForeign:
 		s.emitContent(t)
 	}
+	return true
 }
 
 // blockGap handles text between calls: blanks are envelope (held until the
 // gap ends, then dropped once the block has a call), anything else is kept
 // as content together with the blanks before it.
-func (s *Stream) blockGap(t string, off int) {
+func (s *Stream) blockGap(t string, off int) bool {
 	if s.implicit && !isBlank(t) {
 		// Bare invokes end at the first other text, which is content.
 		if !s.commit {
@@ -662,8 +670,7 @@ func (s *Stream) blockGap(t string, off int) {
 		s.raw.Reset()
 		s.st = stAfter
 		s.hold.WriteString(pre)
-		s.text(t, off)
-		return
+		return false
 	}
 	if !s.gapDirty && isBlank(t) {
 		if s.commit {
@@ -671,13 +678,14 @@ func (s *Stream) blockGap(t string, off int) {
 		} else {
 			s.raw.WriteString(t)
 		}
-		return
+		return true
 	}
 	if !s.gapDirty {
 		s.gapDirty = true
 		s.diag(ErrMalformedToolCall, off+firstNonBlank(t), "text between calls")
 	}
 	s.leak(s.takeHold() + t)
+	return true
 }
 
 // ---- markers ----

@@ -163,7 +163,8 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON encodes the message in the OpenAI shape (plus the extras
-// that are set).
+// that are set); an assistant turn with tool calls and no text has
+// "content": null.
 func (m Message) MarshalJSON() ([]byte, error) {
 	j := messageJSON{
 		Role:           m.Role,
@@ -175,9 +176,12 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		WoEOS:          m.WoEOS,
 	}
 	var err error
-	if m.ContentParts != nil {
+	switch {
+	case m.ContentParts != nil:
 		j.Content, err = json.Marshal(m.ContentParts)
-	} else {
+	case m.Content == "" && len(m.ToolCalls) > 0:
+		j.Content = json.RawMessage("null") // OpenAI: a tool-call turn without text
+	default:
 		j.Content, err = json.Marshal(m.Content)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package template
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -134,5 +135,51 @@ func TestLoadRenderer(t *testing.T) {
 	}
 	if got, _ := r.Render(context.Background(), req); got != BOS+"<｜User｜>Hi<｜Assistant｜>" {
 		t.Errorf("v3 jinja: %q", got)
+	}
+}
+
+func TestMessageJSONRoundTrip(t *testing.T) {
+	in := `[{"role":"assistant","content":null,"reasoning":"r","tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":{"b":1,"a":[2]}}}]},` +
+		`{"role":"tool","tool_call_id":"1","content":[{"type":"text","text":"x"}]},{"role":"user","content":"q","task":"query","wo_eos":true}]`
+	var msgs []Message
+	if err := json.Unmarshal([]byte(in), &msgs); err != nil {
+		t.Fatal(err)
+	}
+	if msgs[0].ReasoningContent != "r" || msgs[0].ToolCalls[0].Function.Arguments != `{"b":1,"a":[2]}` || msgs[1].ContentParts[0].Text != "x" || msgs[2].Task != "query" || !msgs[2].WoEOS {
+		t.Fatalf("decoded %+v", msgs)
+	}
+	out, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"role":"assistant","content":null,"reasoning_content":"r","tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\"b\":1,\"a\":[2]}"}}]},` +
+		`{"role":"tool","content":[{"type":"text","text":"x"}],"tool_call_id":"1"},{"role":"user","content":"q","task":"query","wo_eos":true}]`
+	if string(out) != want {
+		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}
+
+func TestJinjaConcurrent(t *testing.T) {
+	j := loadV3Template(t)
+	in := &JinjaInput{Messages: json.RawMessage(`[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"again"}]`),
+		AddGenerationPrompt: true, SpecialTokens: map[string]string{"bos_token": BOS}}
+	want, err := j.RenderChat(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 16)
+	for range 16 {
+		go func() {
+			got, err := j.RenderChat(context.Background(), in)
+			if err != nil {
+				got = err.Error()
+			}
+			done <- got
+		}()
+	}
+	for range 16 {
+		if got := <-done; got != want {
+			t.Errorf("concurrent render: %q", got)
+		}
 	}
 }

@@ -386,9 +386,12 @@ func (s *sampler) draw(x []float32) int32 {
 		keep = p.TopK
 	}
 	if topP {
-		var t float64
-		for _, i := range s.idx[:keep] {
-			t += e[i]
+		t := total // the mass top_p is a fraction of: all, or the top k
+		if topK {
+			t = 0
+			for _, i := range s.idx[:keep] {
+				t += e[i]
+			}
 		}
 		var cum float64
 		for j, i := range s.idx[:keep] {

@@ -1,9 +1,11 @@
 package dsv4
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -231,5 +233,105 @@ func BenchmarkSample(b *testing.B) {
 				s.observe(tok)
 			}
 		})
+	}
+}
+
+// refDraw is a brute-force reference of draw for top_k / top_p: full sort.
+func refDraw(s *sampler, x []float32) int32 {
+	p := &s.p
+	maxv := float32(math.Inf(-1))
+	for _, v := range x {
+		maxv = max(maxv, v)
+	}
+	type tp struct {
+		id int32
+		e  float64
+	}
+	var all []tp
+	for i, v := range x {
+		e := math.Exp(float64(v-maxv) * (1 / p.Temperature)) // as draw computes it
+		if e < p.MinP {
+			continue
+		}
+		all = append(all, tp{int32(i), e})
+	}
+	if (p.TopK <= 0 || p.TopK >= len(x)) && (p.TopP <= 0 || p.TopP >= 1) {
+		// no cut: draw walks the vocabulary in id order
+		var sum float64
+		for _, a := range all {
+			sum += a.e
+		}
+		r := s.rng.Float64() * sum
+		for _, a := range all {
+			if r -= a.e; r < 0 {
+				return a.id
+			}
+		}
+		return all[len(all)-1].id
+	}
+	slices.SortFunc(all, func(a, b tp) int {
+		if c := cmp.Compare(b.e, a.e); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	if p.TopK > 0 && p.TopK < len(all) {
+		all = all[:p.TopK]
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		var t, cum float64
+		for _, a := range all {
+			t += a.e
+		}
+		for j, a := range all {
+			cum += a.e
+			if cum >= p.TopP*t {
+				all = all[:j+1]
+				break
+			}
+		}
+	}
+	var sum float64
+	for _, a := range all {
+		sum += a.e
+	}
+	r := s.rng.Float64() * sum
+	for _, a := range all {
+		if r -= a.e; r < 0 {
+			return a.id
+		}
+	}
+	return all[len(all)-1].id
+}
+
+// The bucketed top_k / top_p cut equals a full sort, draw for draw.
+func TestSamplerMatchesFullSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for c := range 300 {
+		n := 50 + rng.IntN(3000)
+		x := make([]float32, n)
+		scale := []float64{0.1, 1, 3, 10}[c%4]
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * scale)
+			if c%5 == 0 {
+				x[i] = float32(int(x[i])) // ties
+			}
+		}
+		p := SamplingParams{Temperature: []float64{0.3, 0.7, 1, 1.5}[rng.IntN(4)], Seed: ptr(int64(c))}
+		switch c % 3 {
+		case 0:
+			p.TopP = 0.05 + rng.Float64()*0.9
+		case 1:
+			p.TopK = 1 + rng.IntN(100)
+		case 2:
+			p.TopP, p.TopK, p.MinP = 0.5+rng.Float64()*0.45, 1+rng.IntN(500), rng.Float64()*0.1
+		}
+		a := newSampler(p, nil, nil, 0)
+		b := newSampler(p, nil, nil, 0)
+		for k := range 20 {
+			if got, want := a.draw(x), refDraw(b, x); got != want {
+				t.Fatalf("case %d draw %d (%+v): got %d, want %d", c, k, p, got, want)
+			}
+		}
 	}
 }

@@ -169,8 +169,13 @@ func FuzzEncodeDecode(f *testing.F) {
 	for _, s := range []string{"", "hello world", "<｜User｜>你好<｜Assistant｜><think>", "\xe4\xb8\xad\xff", "  \t\r\n 12345 ｜DSML｜"} {
 		f.Add(s)
 	}
+	// Loaded here, before f.Fuzz, and not lazily in the first input: the fuzzing
+	// engine kills a worker whose single input runs for more than 10 s.
+	v4, err := Load("testdata/deepseek-v4")
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		_, v4 := testTokenizers(t)
 		checkEncodeDecode(t, v4, s)
 		checkRandomIDs(t, v4, []byte(s))
 	})

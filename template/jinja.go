@@ -9,6 +9,7 @@ import (
 	"io"
 	"reflect"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -149,6 +150,8 @@ const (
 //   - a budget node is prepended to every *nodes.Wrapper (loop bodies,
 //     macro bodies, if branches, ...), so each iteration and call spends
 //     budget;
+//   - dict(k=v, ...) becomes a dict literal with the keys in source order
+//     (gonja's dict() sees its keyword arguments as a Go map);
 //   - `a * b` and `a ** b` become a filter over the pair [a, b] that
 //     computes them with Python semantics and bounded size (gonja would
 //     allocate 'x' * 10**12 and turns 2 ** 10 into a float).
@@ -158,6 +161,12 @@ func instrument(root *nodes.Template) {
 	exprType := reflect.TypeFor[nodes.Expression]()
 	rewrite := func(v reflect.Value) {
 		if !v.IsValid() || v.Kind() != reflect.Interface || v.IsNil() || !v.CanInterface() {
+			return
+		}
+		if call, ok := v.Interface().(*nodes.Call); ok {
+			if d := orderedDictCall(call); d != nil && v.CanSet() && v.Type() == exprType {
+				v.Set(reflect.ValueOf(nodes.Expression(d)))
+			}
 			return
 		}
 		be, ok := v.Interface().(*nodes.BinaryExpression)
@@ -236,6 +245,32 @@ func instrument(root *nodes.Template) {
 		}
 	}
 	walk(reflect.ValueOf(root), 0)
+}
+
+// orderedDictCall returns the dict literal equivalent to a call
+// dict(k1=v1, k2=v2, ...) with keys in source order, or nil.
+func orderedDictCall(call *nodes.Call) *nodes.Dict {
+	name, ok := call.Func.(*nodes.Name)
+	if !ok || name.Name == nil || name.Name.Val != "dict" || len(call.Args) > 0 || len(call.Kwargs) == 0 || call.Location == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(call.Kwargs))
+	for k := range call.Kwargs {
+		keys = append(keys, k)
+	}
+	pos := func(k string) int {
+		if t := call.Kwargs[k].Position(); t != nil {
+			return t.Pos
+		}
+		return 0
+	}
+	sort.SliceStable(keys, func(a, b int) bool { return pos(keys[a]) < pos(keys[b]) })
+	d := &nodes.Dict{Token: call.Location}
+	for _, k := range keys {
+		tok := &tokens.Token{Type: tokens.String, Val: k, Pos: call.Location.Pos, Line: call.Location.Line, Col: call.Location.Col}
+		d.Pairs = append(d.Pairs, &nodes.Pair{Key: &nodes.String{Location: tok, Val: k}, Value: call.Kwargs[k]})
+	}
+	return d
 }
 
 var (

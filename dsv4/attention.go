@@ -32,15 +32,8 @@ func (a *attention) bind(n *network, cfg *Config, i int, src tensorSource) error
 	if a.H%a.G != 0 {
 		return &ConfigError{Field: "o_groups", Value: fmt.Sprint(a.G), Expected: fmt.Sprintf("a divisor of num_attention_heads (%d)", a.H)}
 	}
-	var err error
-	get := func(name string, shape ...int) []float32 {
-		if err != nil {
-			return nil
-		}
-		var t []float32
-		t, err = src.float32s(p+name, shape...)
-		return t
-	}
+	g := &wbind{src: src, prefix: p}
+	get := g.f32
 	a.qA = get("q_a_proj.weight", a.qlora, a.D)
 	a.qANorm = get("q_a_norm.weight", a.qlora)
 	a.qB = get("q_b_proj.weight", a.H*a.hd, a.qlora)
@@ -49,8 +42,8 @@ func (a *attention) bind(n *network, cfg *Config, i int, src tensorSource) error
 	a.oA = get("o_a_proj.weight", a.G*a.olr, a.H*a.hd/a.G)
 	a.oB = get("o_b_proj.weight", a.D, a.G*a.olr)
 	a.sinks = get("sinks", a.H)
-	if err != nil {
-		return err
+	if g.err != nil {
+		return g.err
 	}
 	a.rope = n.ropeMain
 	switch cfg.LayerTypes[i] {

@@ -15,6 +15,23 @@ type tensorSource interface {
 	int32s(name string, shape ...int) ([]int32, error)
 }
 
+// wbind reads tensors under a name prefix, keeping the first error (later reads
+// return nil once one failed).
+type wbind struct {
+	src    tensorSource
+	prefix string
+	err    error
+}
+
+func (b *wbind) f32(name string, shape ...int) []float32 {
+	if b.err != nil {
+		return nil
+	}
+	t, err := b.src.float32s(b.prefix+name, shape...)
+	b.err = err
+	return t
+}
+
 // network is the float32 CPU form of a DeepSeek-V4 model: weights dequantized at load,
 // laid out as nn.Linear [out][in], plus the RoPE tables. It is immutable after build and
 // safe for concurrent forwards over distinct sequences.
@@ -62,15 +79,8 @@ type layer struct {
 func build(cfg *Config, src tensorSource) (*network, error) {
 	n := &network{cfg: cfg, eps: float32(cfg.RMSNormEps), hcEps: float32(cfg.HCEps), ropeDim: cfg.QKRopeHeadDim}
 	D, V, hc := cfg.HiddenSize, cfg.VocabSize, cfg.HCMult
-	var err error
-	get := func(name string, shape ...int) []float32 {
-		if err != nil {
-			return nil
-		}
-		var t []float32
-		t, err = src.float32s(name, shape...)
-		return t
-	}
+	g := &wbind{src: src}
+	get := g.f32
 	n.embed = get("embed_tokens.weight", V, D)
 	if cfg.TieWordEmbeddings {
 		n.lmHead = n.embed
@@ -82,23 +92,23 @@ func build(cfg *Config, src tensorSource) (*network, error) {
 	n.ropeMain = newRopeTable(cfg.RopeMain, cfg.QKRopeHeadDim)
 	n.ropeCompress = newRopeTable(cfg.RopeCompress, cfg.QKRopeHeadDim)
 	mix := cfg.HCMixDim()
-	for i := 0; i < cfg.NumHiddenLayers && err == nil; i++ {
+	for i := 0; i < cfg.NumHiddenLayers && g.err == nil; i++ {
 		p := fmt.Sprintf("layers.%d.", i)
 		l := &layer{idx: i, typ: cfg.LayerTypes[i], mlpType: cfg.MLPLayerTypes[i]}
 		l.attnHC = hcSite{fn: get(p+"attn_hc.fn", mix, hc*D), base: get(p+"attn_hc.base", mix), scale: get(p+"attn_hc.scale", 3)}
 		l.ffnHC = hcSite{fn: get(p+"ffn_hc.fn", mix, hc*D), base: get(p+"ffn_hc.base", mix), scale: get(p+"ffn_hc.scale", 3)}
 		l.inNorm = get(p+"input_layernorm.weight", D)
 		l.postNorm = get(p+"post_attention_layernorm.weight", D)
-		if err == nil {
-			err = l.attn.bind(n, cfg, i, src)
+		if g.err == nil {
+			g.err = l.attn.bind(n, cfg, i, src)
 		}
-		if err == nil {
-			err = l.moe.bind(cfg, i, src)
+		if g.err == nil {
+			g.err = l.moe.bind(cfg, i, src)
 		}
 		n.layers = append(n.layers, l)
 	}
-	if err != nil {
-		return nil, err
+	if g.err != nil {
+		return nil, g.err
 	}
 	return n, nil
 }

@@ -27,7 +27,15 @@ type goldenFile struct {
 
 func readGolden(t testing.TB, dir string) *goldenFile {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "golden.json.gz"))
+	var g goldenFile
+	readGzJSON(t, filepath.Join(dir, "golden.json.gz"), &g)
+	return &g
+}
+
+// readGzJSON decodes the gzip-compressed JSON file path into v.
+func readGzJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +44,9 @@ func readGolden(t testing.TB, dir string) *goldenFile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g goldenFile
-	if err := json.NewDecoder(zr).Decode(&g); err != nil {
+	if err := json.NewDecoder(zr).Decode(v); err != nil {
 		t.Fatal(err)
 	}
-	return &g
 }
 
 // testNet loads a golden directory and returns its network.

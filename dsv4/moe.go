@@ -31,19 +31,12 @@ func (m *moe) bind(cfg *Config, i int, src tensorSource) error {
 	m.E, m.K, m.I = cfg.NRoutedExperts, cfg.NumExpertsPerTok, cfg.MoEIntermediateSize
 	m.hash = cfg.MLPLayerTypes[i] == MLPHashMoE
 	m.limit, m.scale, m.score = float32(cfg.SwigluLimit), float32(cfg.RoutedScalingFactor), cfg.ScoringFunc
-	var err error
-	get := func(name string, shape ...int) []float32 {
-		if err != nil {
-			return nil
-		}
-		var t []float32
-		t, err = src.float32s(p+name, shape...)
-		return t
-	}
+	g := &wbind{src: src, prefix: p}
+	get := g.f32
 	m.gate = get("gate.weight", m.E, D)
 	if m.hash {
-		if err == nil {
-			m.tid2eid, err = src.int32s(p+"gate.tid2eid", V, m.K)
+		if g.err == nil {
+			m.tid2eid, g.err = src.int32s(p+"gate.tid2eid", V, m.K)
 		}
 		for j, e := range m.tid2eid {
 			if e < 0 || int(e) >= m.E {
@@ -57,13 +50,13 @@ func (m *moe) bind(cfg *Config, i int, src tensorSource) error {
 	I := m.I
 	m.gateUp = make([][]float32, m.E)
 	m.down = make([][]float32, m.E)
-	for e := 0; e < m.E && err == nil; e++ {
+	for e := 0; e < m.E && g.err == nil; e++ {
 		q := fmt.Sprintf("experts.%d.", e)
-		g := get(q+"gate_proj.weight", I, D)
-		u := get(q+"up_proj.weight", I, D)
+		gw := get(q+"gate_proj.weight", I, D)
+		uw := get(q+"up_proj.weight", I, D)
 		m.down[e] = get(q+"down_proj.weight", D, I)
-		if err == nil {
-			m.gateUp[e] = append(g[:len(g):len(g)], u...)
+		if g.err == nil {
+			m.gateUp[e] = append(gw[:len(gw):len(gw)], uw...)
 		}
 	}
 	if cfg.NSharedExperts > 0 {
@@ -72,7 +65,7 @@ func (m *moe) bind(cfg *Config, i int, src tensorSource) error {
 		m.sUp = get("shared_experts.up_proj.weight", m.I, D)
 		m.sDown = get("shared_experts.down_proj.weight", D, m.I)
 	}
-	return err
+	return g.err
 }
 
 // scoreFn applies the router's scoring function to logits in place (sqrtsoftplus:

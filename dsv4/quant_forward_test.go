@@ -1,11 +1,9 @@
 package dsv4
 
 import (
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -39,19 +37,8 @@ func TestQuantizedForms(t *testing.T) {
 	for _, name := range []string{"quant-fp8-mxfp4", "quant-nvfp4"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "forward", name)
-			f, err := os.Open(filepath.Join(dir, "golden.json.gz"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			zr, err := gzip.NewReader(f)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var g quantGolden
-			if err := json.NewDecoder(zr).Decode(&g); err != nil {
-				t.Fatal(err)
-			}
+			readGzJSON(t, filepath.Join(dir, "golden.json.gz"), &g)
 			for file, want := range g.SHA256 {
 				b, err := os.ReadFile(filepath.Join(dir, file))
 				if err != nil {

@@ -146,9 +146,26 @@ func (n *network) newState() SequenceState {
 
 // sequenceBytes returns the float32 bytes a sequence holds after n tokens (the
 // analytic form of SequenceState.Bytes).
-func (nw *network) sequenceBytes(n int) int64 {
-	var b int64
+func (nw *network) sequenceBytes(n int) int64 { return StateBytes(nw.cfg, n) }
+
+// StateBytes returns the bytes of KV state (float32 values, 4 bytes each) that one
+// sequence of n tokens holds under cfg: per layer the sliding window,
+// min(n, sliding_window-1)·head_dim values; for CSA and HCA layers with rate m,
+// ⌊n/m⌋ compressed entries of head_dim, the unclosed window's c and z buffers of
+// (n mod m)·coff·head_dim values each (coff 2 for CSA, 1 for HCA) and, for CSA once a
+// window has closed, the overlap pair of 2·m·head_dim values; CSA layers add the same
+// for the lightning indexer at index_head_dim. It equals SequenceState.Bytes of a
+// sequence of n tokens. With the default (V4-Flash geometry, 43 layers alternating
+// CSA and HCA) config this is about 11 MiB of windows once 127 tokens are in, plus
+// 13.5 KiB per token (24 MiB at 1K tokens, 834 MiB at 64K, 12.9 GiB at 1M).
+func StateBytes(cfg *Config, n int) int64 {
+	if n <= 0 {
+		return 0
+	}
 	comp := func(d, m int, overlap bool) int64 {
+		if m <= 0 {
+			return 0
+		}
 		coff := 1
 		if overlap {
 			coff = 2
@@ -159,14 +176,15 @@ func (nw *network) sequenceBytes(n int) int64 {
 		}
 		return v
 	}
-	for _, l := range nw.layers {
-		a := &l.attn
-		b += int64(min(n, a.window-1)) * int64(a.hd)
-		if c := a.comp; c != nil {
-			b += comp(c.d, c.m, c.overlap)
-		}
-		if x := a.idx; x != nil {
-			b += comp(x.comp.d, x.comp.m, true)
+	var b int64
+	for i := 0; i < cfg.NumHiddenLayers && i < len(cfg.LayerTypes); i++ {
+		b += int64(min(n, cfg.SlidingWindow-1)) * int64(cfg.HeadDim)
+		switch cfg.LayerTypes[i] {
+		case LayerCSA:
+			b += comp(cfg.HeadDim, cfg.CompressRateCSA, true)
+			b += comp(cfg.IndexHeadDim, cfg.CompressRateCSA, true)
+		case LayerHCA:
+			b += comp(cfg.HeadDim, cfg.CompressRateHCA, false)
 		}
 	}
 	return 4 * b

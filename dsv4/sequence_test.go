@@ -203,3 +203,21 @@ func TestIndexerTies(t *testing.T) {
 		t.Fatalf("tie order: %v", idx[:k])
 	}
 }
+
+// TestStateBytesFlash logs the per-request KV state of V4-Flash (the config defaults)
+// at a few lengths; the README quotes these figures.
+func TestStateBytesFlash(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := int64(0)
+	for _, n := range []int{1, 128, 1024, 8192, 65536, 1 << 20} {
+		b := StateBytes(cfg, n)
+		if b <= prev {
+			t.Fatalf("StateBytes not increasing at %d", n)
+		}
+		prev = b
+		t.Logf("V4-Flash state after %7d tokens: %12d bytes (%.2f MiB)", n, b, float64(b)/(1<<20))
+	}
+}

@@ -386,6 +386,9 @@ func orderedPairs(self map[string]any, v *exec.Value) [][2]any {
 			return out
 		}
 	}
+	if self == nil && v != nil {
+		self, _ = v.Interface().(map[string]any)
+	}
 	keys := make([]string, 0, len(self))
 	for k := range self {
 		keys = append(keys, k)
@@ -435,7 +438,7 @@ func hfMethods() exec.Methods {
 		"items": func(self map[string]any, v *exec.Value, va *exec.VarArgs) (any, error) {
 			out := []any{}
 			for _, p := range orderedPairs(self, v) {
-				out = append(out, []any{p[0], p[1]})
+				out = append(out, pyTuple{p[0], p[1]})
 			}
 			return out, nil
 		},

@@ -142,8 +142,11 @@ func (n *budgetNode) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) e
 // Names of the filters the AST pass routes `*` and `**` through; a
 // template cannot spell them (NUL byte).
 const (
-	mulFilter = "\x00mul"
-	powFilter = "\x00pow"
+	mulFilter      = "\x00mul"
+	powFilter      = "\x00pow"
+	modFilter      = "\x00mod"
+	divFilter      = "\x00div"
+	floorDivFilter = "\x00floordiv"
 )
 
 // instrument rewrites a parsed template in place:
@@ -152,9 +155,10 @@ const (
 //     budget;
 //   - dict(k=v, ...) becomes a dict literal with the keys in source order
 //     (gonja's dict() sees its keyword arguments as a Go map);
-//   - `a * b` and `a ** b` become a filter over the pair [a, b] that
-//     computes them with Python semantics and bounded size (gonja would
-//     allocate 'x' * 10**12 and turns 2 ** 10 into a float).
+//   - the operators *, **, %, / and // become a filter over the pair
+//     [a, b] that computes them with Python semantics and bounded size
+//     (gonja would allocate 'x' * 10**12, turns 2 ** 10 into a float,
+//     panics on 'x%s' % y and truncates -7 // 2 toward zero).
 func instrument(root *nodes.Template) {
 	seen := map[uintptr]bool{}
 	wrapperType := reflect.TypeFor[*nodes.Wrapper]()
@@ -179,6 +183,12 @@ func instrument(root *nodes.Template) {
 			name = mulFilter
 		case tokens.Power:
 			name = powFilter
+		case tokens.Modulo:
+			name = modFilter
+		case tokens.Division:
+			name = divFilter
+		case tokens.FloorDivision:
+			name = floorDivFilter
 		default:
 			return
 		}
@@ -292,6 +302,12 @@ func hfEnvironment() *exec.Environment {
 		}
 		_ = filters.Register(mulFilter, filterMul)
 		_ = filters.Register(powFilter, filterPow)
+		_ = filters.Register(modFilter, filterMod)
+		_ = filters.Register(divFilter, filterDiv)
+		_ = filters.Register(floorDivFilter, filterFloorDiv)
+		_ = filters.Replace("format", filterFormat)
+		_ = filters.Replace("items", filterItems)
+		_ = filters.Replace("dictsort", filterDictSort)
 		tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
 		cs := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{}).Update(builtins.ControlStructures)
 		_ = cs.Register("generation", generationParser)

@@ -33,6 +33,7 @@ type Tokenizer struct {
 	uniqueMerges bool              // every result id is produced by exactly one pair
 	ignoreMerges bool              // HF BPE ignore_merges: a whole word in vocab wins
 	vocab        map[string]int32  // raw byte string -> id (base vocabulary)
+	vocabJSON    map[string]int32  // model.vocab as in the file; only during Parse
 
 	// Id tables, indexed by id, length VocabSize.
 	tokenStr   []string // token as written in tokenizer.json (ByteLevel alphabet for base tokens)
@@ -72,7 +73,7 @@ type tokenizerJSON struct {
 	Decoder      json.RawMessage  `json:"decoder"`
 	Model        struct {
 		Type                    string           `json:"type"`
-		Vocab                   map[string]int32 `json:"vocab"`
+		Vocab                   json.RawMessage  `json:"vocab"` // parseVocab
 		Merges                  json.RawMessage  `json:"merges"`
 		UnkToken                *string          `json:"unk_token"`
 		ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
@@ -180,9 +181,10 @@ func Parse(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	if err := checkDecoder(tj.Decoder); err != nil {
 		return nil, err
 	}
-	if err := t.buildAdded(tj.AddedTokens, tj.Model.Vocab); err != nil {
+	if err := t.buildAdded(tj.AddedTokens, t.vocabJSON); err != nil {
 		return nil, err
 	}
+	t.vocabJSON = nil
 	if len(configJSON) > 0 {
 		if err := t.parseConfig(configJSON); err != nil {
 			return nil, err
@@ -203,12 +205,17 @@ func (t *Tokenizer) buildModel(tj *tokenizerJSON) error {
 	if m.Dropout != nil && *m.Dropout > 0 {
 		return fmt.Errorf("%w: BPE dropout", ErrUnsupported)
 	}
-	if len(m.Vocab) == 0 {
+	vocab, err := parseVocab(m.Vocab)
+	if err != nil {
+		return fmt.Errorf("%w: model.vocab: %v", ErrFormat, err)
+	}
+	t.vocabJSON = vocab
+	if len(vocab) == 0 {
 		return fmt.Errorf("%w: empty BPE vocabulary", ErrFormat)
 	}
 	t.ignoreMerges = m.IgnoreMerges
 	maxID := int32(-1)
-	for tok, id := range m.Vocab {
+	for tok, id := range vocab {
 		if id < 0 {
 			return fmt.Errorf("%w: negative id %d for %q", ErrFormat, id, tok)
 		}
@@ -221,11 +228,11 @@ func (t *Tokenizer) buildModel(tj *tokenizerJSON) error {
 	t.tokenStr = make([]string, n)
 	t.tokenBytes = make([]string, n)
 	t.known = make([]bool, n)
-	t.vocab = make(map[string]int32, len(m.Vocab))
+	t.vocab = make(map[string]int32, len(vocab))
 	for i := range t.byteID {
 		t.byteID[i] = -1
 	}
-	for tok, id := range m.Vocab {
+	for tok, id := range vocab {
 		raw, ok := byteLevelDecode(tok)
 		t.tokenStr[id] = tok
 		t.known[id] = true
@@ -251,36 +258,23 @@ func (t *Tokenizer) buildModel(tj *tokenizerJSON) error {
 		}
 	}
 	// Merges: ["a b", ...] or [["a","b"], ...].
-	var asStrings []string
-	var asPairs [][2]string
-	if err := json.Unmarshal(m.Merges, &asStrings); err != nil {
-		if err2 := json.Unmarshal(m.Merges, &asPairs); err2 != nil {
-			return fmt.Errorf("%w: model.merges: %v", ErrFormat, err)
-		}
-	} else {
-		asPairs = make([][2]string, len(asStrings))
-		for i, s := range asStrings {
-			a, b, ok := strings.Cut(s, " ")
-			if !ok {
-				return fmt.Errorf("%w: merge %d %q has no space", ErrFormat, i, s)
-			}
-			asPairs[i] = [2]string{a, b}
-		}
+	pairs, err := parseMerges(m.Merges)
+	if err != nil {
+		return fmt.Errorf("%w: model.merges: %v", ErrFormat, err)
 	}
-	t.merges = make(map[uint64]uint64, len(asPairs))
-	producers := make(map[int32]int, len(asPairs))
+	t.merges = make(map[uint64]uint64, len(pairs))
+	produced := make([]uint8, n) // how many distinct pairs merge into each id
 	t.uniqueMerges = true
-	for rank, p := range asPairs {
-		a, okA := m.Vocab[p[0]]
-		b, okB := m.Vocab[p[1]]
-		c, okC := m.Vocab[p[0]+p[1]]
+	for rank, p := range pairs {
+		a, okA := vocab[p[0]]
+		b, okB := vocab[p[1]]
+		c, okC := vocab[p[0]+p[1]]
 		if !okA || !okB || !okC {
 			return fmt.Errorf("%w: merge %d (%q %q): token not in vocabulary", ErrFormat, rank, p[0], p[1])
 		}
 		key := uint64(uint32(a))<<32 | uint64(uint32(b))
 		if _, dup := t.merges[key]; !dup {
-			producers[c]++
-			if producers[c] > 1 {
+			if produced[c]++; produced[c] > 1 {
 				t.uniqueMerges = false
 			}
 		}

@@ -72,15 +72,15 @@ type tokenizerJSON struct {
 	PreTokenizer json.RawMessage  `json:"pre_tokenizer"`
 	Decoder      json.RawMessage  `json:"decoder"`
 	Model        struct {
-		Type                    string           `json:"type"`
-		Vocab                   json.RawMessage  `json:"vocab"` // parseVocab
-		Merges                  json.RawMessage  `json:"merges"`
-		UnkToken                *string          `json:"unk_token"`
-		ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
-		ByteFallback            bool             `json:"byte_fallback"`
-		IgnoreMerges            bool             `json:"ignore_merges"`
-		Dropout                 *float64         `json:"dropout"`
+		Type                    string          `json:"type"`
+		Vocab                   json.RawMessage `json:"vocab"` // parseVocab
+		Merges                  json.RawMessage `json:"merges"`
+		UnkToken                *string         `json:"unk_token"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		ByteFallback            bool            `json:"byte_fallback"`
+		IgnoreMerges            bool            `json:"ignore_merges"`
+		Dropout                 *float64        `json:"dropout"`
 	} `json:"model"`
 }
 

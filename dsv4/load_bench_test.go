@@ -213,6 +213,7 @@ func TestFlashMetadataLoad(t *testing.T) {
 func BenchmarkLoadMetadataFlash46(b *testing.B) {
 	dir := b.TempDir()
 	total, n := writeSparseCheckpoint(b, dir, flashConfig, 46)
+	cpu0 := processCPU()
 	for b.Loop() {
 		ck, err := OpenCheckpoint(context.Background(), dir)
 		if err != nil {
@@ -220,6 +221,24 @@ func BenchmarkLoadMetadataFlash46(b *testing.B) {
 		}
 		ck.Close()
 	}
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+	}
 	b.ReportMetric(float64(n), "tensors")
 	b.ReportMetric(float64(total)/1e9, "GB")
+}
+
+// TestWriteSparseFlash writes the synthetic sparse V4-Flash checkpoint into
+// $DSV4_SPARSE_FLASH_DIR (skipped when unset), for timing peers on the same
+// files, e.g. Python safetensors.safe_open over every shard.
+func TestWriteSparseFlash(t *testing.T) {
+	dir := os.Getenv("DSV4_SPARSE_FLASH_DIR")
+	if dir == "" {
+		t.Skip("DSV4_SPARSE_FLASH_DIR not set")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	total, n := writeSparseCheckpoint(t, dir, flashConfig, 46)
+	t.Logf("wrote %d tensors, %.1f GB logical, into %s", n, float64(total)/1e9, dir)
 }

@@ -2,8 +2,11 @@ package dsv4
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/dsv4go/dsv4go/internal/numfmt"
 )
@@ -168,8 +171,24 @@ func (t *Tensor) Dequantize(dst []float32) error {
 	if len(dst) != t.NumElements() {
 		return t.errf("Dequantize: dst has %d elements, tensor has %d", len(dst), t.NumElements())
 	}
-	return t.DequantizeRows(dst, 0, t.Rows())
+	rows, cols := t.Rows(), t.Cols()
+	workers := min(runtime.GOMAXPROCS(0), len(dst)/parallelDequantElems)
+	if workers < 2 || rows < workers {
+		return t.DequantizeRows(dst, 0, rows)
+	}
+	// Large tensors: split the rows over the available cores.
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		r0, r1 := rows*w/workers, rows*(w+1)/workers
+		wg.Go(func() { errs[w] = t.DequantizeRows(dst[r0*cols:r1*cols], r0, r1) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
+
+// parallelDequantElems is the tensor size per extra goroutine in Dequantize.
+const parallelDequantElems = 1 << 19
 
 // DequantizeRows writes rows [r0, r1) (rows as in Rows()) into dst, which
 // must hold (r1-r0)*Cols() values. Use it to dequantize a slice of a large
@@ -262,8 +281,9 @@ func (t *Tensor) dequantFP8Block(dst []float32, r0, r1 int) error {
 		for c0 := 0; c0 < cols; c0 += t.BlockCols {
 			c1 := min(c0+t.BlockCols, cols)
 			s := srow[c0/t.BlockCols]
-			for c := c0; c < c1; c++ {
-				out[c] = numfmt.E4M3ToF32(src[c]) * s
+			o := out[c0:c1]
+			for c, b := range src[c0:c1] {
+				o[c] = numfmt.E4M3ToF32(b) * s
 			}
 		}
 	}
@@ -305,10 +325,16 @@ func (t *Tensor) dequantFP4(dst []float32, r0, r1 int) error {
 		}
 		src := t.Data[r*cols/2 : (r+1)*cols/2]
 		out := dst[(r-r0)*cols : (r-r0+1)*cols]
-		for j, b := range src {
-			s := srow[(2*j)/t.BlockCols]
-			out[2*j] = numfmt.E2M1ToF32(b&0xf) * s
-			out[2*j+1] = numfmt.E2M1ToF32(b>>4) * s
+		half := t.BlockCols / 2 // packed bytes per scale block
+		for k, s := range srow {
+			b0 := k * half
+			b1 := min(b0+half, len(src))
+			o := out[2*b0 : 2*b1]
+			for j, b := range src[b0:b1] {
+				p := numfmt.E2M1PairToF32(b)
+				d := o[2*j : 2*j+2 : 2*j+2]
+				d[0], d[1] = p[0]*s, p[1]*s
+			}
 		}
 	}
 	return nil

@@ -145,12 +145,17 @@ func BenchmarkDequantize(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			dst := make([]float32, R*C)
-			// Throughput in output bytes (float32) per second.
+			// Throughput in output bytes (float32) per second; cpu-GB/s
+			// divides by process CPU time instead of wall time.
 			b.SetBytes(int64(4 * R * C))
+			cpu0 := processCPU()
 			for b.Loop() {
 				if err := c.t.Dequantize(dst); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if cpu := processCPU() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(4*R*C)*float64(b.N)/cpu.Seconds()/1e9, "cpu-GB/s")
 			}
 		})
 	}

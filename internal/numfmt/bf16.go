@@ -33,7 +33,8 @@ func BF16BytesToF32(dst []float32, src []byte) error {
 	}
 	src = src[:2*len(dst)]
 	for i := range dst {
-		dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+		s := src[2*i : 2*i+2 : 2*i+2]
+		dst[i] = math.Float32frombits(uint32(s[0])<<16 | uint32(s[1])<<24)
 	}
 	return nil
 }

@@ -8,7 +8,19 @@ var e2m1Table = [16]float32{
 	-0.0, -0.5, -1, -1.5, -2, -3, -4, -6,
 }
 
-func init() { e2m1Table[8] = negZero() }
+// e2m1Pairs decodes one packed byte: [low nibble value, high nibble value].
+var e2m1Pairs [256][2]float32
+
+func init() {
+	e2m1Table[8] = negZero()
+	for b := range 256 {
+		e2m1Pairs[b] = [2]float32{e2m1Table[b&0xf], e2m1Table[b>>4]}
+	}
+}
+
+// E2M1PairToF32 decodes the two E2M1 values packed in b: the low nibble
+// (even element) first.
+func E2M1PairToF32(b uint8) [2]float32 { return e2m1Pairs[b] }
 
 func negZero() float32 {
 	var z float32
@@ -63,10 +75,10 @@ func E2M1PackedToF32(dst []float32, src []byte) error {
 		return ErrShortBuffer
 	}
 	n := len(dst) / 2
-	for j := range n {
-		b := src[j]
-		dst[2*j] = e2m1Table[b&0xf]
-		dst[2*j+1] = e2m1Table[b>>4]
+	for j, b := range src[:n] {
+		p := &e2m1Pairs[b]
+		d := dst[2*j : 2*j+2 : 2*j+2]
+		d[0], d[1] = p[0], p[1]
 	}
 	if len(dst)%2 == 1 {
 		dst[len(dst)-1] = e2m1Table[src[n]&0xf]

@@ -42,7 +42,9 @@
 // empty Sequence, non-BPE models, BPE dropout and subword prefixes/suffixes,
 // pre-tokenizers other than Sequence, Split and ByteLevel, decoders other than
 // ByteLevel. The post_processor, truncation and padding sections are ignored: BOS and
-// EOS come from tokenizer_config.json through EncodeOptions.
+// EOS come from tokenizer_config.json through EncodeOptions. Decode is HF tokenizers'
+// decode; transformers' optional clean_up_tokenization_spaces pass (false in the
+// DeepSeek configs) is not applied.
 //
 // Dependencies: regexp2 (see step 2) and golang.org/x/sync/errgroup (EncodeBatch).
 package tokenizer

@@ -30,6 +30,7 @@ type UnknownIDError struct {
 	ID int32 // the offending id
 }
 
+// Error implements error: "tokenizer: unknown token id N".
 func (e *UnknownIDError) Error() string {
 	return fmt.Sprintf("tokenizer: unknown token id %d", e.ID)
 }

@@ -79,7 +79,8 @@ var textPool = []string{
 	"<thi", "｜", "<｜", "<｜DSML", "｜DSML", " ```", "{", "}", "\"", "\\", "\t", " x < y > z", "▁", "<｜tool", "\x01", " 42", " ok",
 }
 
-var strayPool = []string{"</think>", "<think>", "｜DSML｜", "<｜DSML｜invoke name=\"x\">", "</｜DSML｜parameter>", v3CallBegin, v3Sep, v3CallEnd, v3CallsEnd, "\n\n<｜DSML｜tool_calls>", eosToken}
+var strayPool = []string{"</think>", "<think>", "｜DSML｜", "<｜DSML｜invoke name=\"x\">", "\n\n<｜DSML｜invoke name=\"search\">\n", "</｜DSML｜invoke>",
+	"<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "</｜DSML｜parameter>", v3CallBegin, v3Sep, v3CallEnd, v3CallsEnd, "\n\n<｜DSML｜tool_calls>", eosToken}
 
 func synthText(rng *rand.Rand, n int) string {
 	var b strings.Builder

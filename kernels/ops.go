@@ -110,31 +110,40 @@ func Dot(a, b []float32) float32 {
 }
 
 // dot4 returns the dot products of x with four rows w0..w3 (len(x) each), sharing the
-// loads of x.
+// loads of x. Each product accumulates in index order, exactly as dot2x4 does, so that
+// a row's result does not depend on how rows are batched (batch invariance).
 func dot4(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 	n := len(x)
 	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
+	var a0, a1, a2, a3 float32
+	for i, v := range x {
+		a0 += v * w0[i]
+		a1 += v * w1[i]
+		a2 += v * w2[i]
+		a3 += v * w3[i]
+	}
+	return a0, a1, a2, a3
+}
+
+// dot2x4 returns the 8 dot products of rows x0, x1 with rows w0..w3 (len(x0) each),
+// sharing every load between two or four products.
+func dot2x4(x0, x1, w0, w1, w2, w3 []float32) (a, b [4]float32) {
+	n := len(x0)
+	x1, w0, w1, w2, w3 = x1[:n], w0[:n], w1[:n], w2[:n], w3[:n]
 	var a0, a1, a2, a3, b0, b1, b2, b3 float32
-	i := 0
-	for ; i+2 <= n; i += 2 {
-		v, u := x[i], x[i+1]
-		a0 += v * w0[i]
-		a1 += v * w1[i]
-		a2 += v * w2[i]
-		a3 += v * w3[i]
-		b0 += u * w0[i+1]
-		b1 += u * w1[i+1]
-		b2 += u * w2[i+1]
-		b3 += u * w3[i+1]
+	for i := 0; i < n; i++ {
+		u, v := x0[i], x1[i]
+		p0, p1, p2, p3 := w0[i], w1[i], w2[i], w3[i]
+		a0 += u * p0
+		a1 += u * p1
+		a2 += u * p2
+		a3 += u * p3
+		b0 += v * p0
+		b1 += v * p1
+		b2 += v * p2
+		b3 += v * p3
 	}
-	if i < n {
-		v := x[i]
-		a0 += v * w0[i]
-		a1 += v * w1[i]
-		a2 += v * w2[i]
-		a3 += v * w3[i]
-	}
-	return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+	return [4]float32{a0, a1, a2, a3}, [4]float32{b0, b1, b2, b3}
 }
 
 // MatVec computes y[n] = w[n][k] · x[k]. It is MatMul with m = 1.
@@ -142,7 +151,10 @@ func MatVec(y, w, x []float32, n, k int) { MatMul(y, x, w, 1, n, k) }
 
 // MatMul computes y[m][n] = x[m][k] · w[n][k]ᵀ, the product of nn.Linear (no bias).
 // Output features are split over Workers goroutines; within a worker, tiles of w small
-// enough to stay in cache are applied to every row of x, four output features at a time.
+// enough to stay in cache are applied to every row of x, two rows by four output
+// features at a time. Every output is accumulated in the same order whatever m is, so
+// y's row r depends only on x's row r (batch invariance: a sequence gets bit-identical
+// logits alone or batched, in one prefill or token by token).
 func MatMul(y, x, w []float32, m, n, k int) {
 	need("MatMul y", y, m*n)
 	need("MatMul x", x, m*k)
@@ -159,7 +171,22 @@ func MatMul(y, x, w []float32, m, n, k int) {
 	parallelFor(n, 4, m*n*k, func(lo, hi int) {
 		for t0 := lo; t0 < hi; t0 += tile {
 			t1 := min(t0+tile, hi)
-			for r := 0; r < m; r++ {
+			r := 0
+			for ; r+2 <= m; r += 2 {
+				x0, x1 := x[r*k:r*k+k], x[(r+1)*k:(r+2)*k]
+				y0, y1 := y[r*n:r*n+n], y[(r+1)*n:(r+2)*n]
+				o := t0
+				for ; o+4 <= t1; o += 4 {
+					a, b := dot2x4(x0, x1, w[o*k:o*k+k], w[(o+1)*k:(o+2)*k], w[(o+2)*k:(o+3)*k], w[(o+3)*k:(o+4)*k])
+					copy(y0[o:o+4], a[:])
+					copy(y1[o:o+4], b[:])
+				}
+				for ; o < t1; o++ {
+					y0[o] = Dot(x0, w[o*k:o*k+k])
+					y1[o] = Dot(x1, w[o*k:o*k+k])
+				}
+			}
+			for ; r < m; r++ {
 				xr := x[r*k : r*k+k]
 				yr := y[r*n : r*n+n]
 				o := t0

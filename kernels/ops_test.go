@@ -181,3 +181,20 @@ func BenchmarkMemBandwidth(b *testing.B) {
 		})
 	}
 }
+
+// TestMatMulBatchInvariant: a row's result is bit-identical whatever the batch.
+func TestMatMulBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const m, n, k = 7, 45, 333
+	x := randSlice(r, m*k)
+	w := randSlice(r, n*k)
+	y := make([]float32, m*n)
+	MatMul(y, x, w, m, n, k)
+	for i := 0; i < m; i++ {
+		yi := make([]float32, n)
+		MatMul(yi, x[i*k:(i+1)*k], w, 1, n, k)
+		if !slices.Equal(yi, y[i*n:(i+1)*n]) {
+			t.Fatalf("row %d differs alone and batched", i)
+		}
+	}
+}

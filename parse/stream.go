@@ -233,7 +233,7 @@ func (s *Stream) buildMarkers() {
 	s.marks[stParamVal] = []marker{{dsmlParamEnd, mParamEnd}}
 	s.marks[stRawInvoke] = []marker{{dsmlInvokeEnd, mInvEnd}, blockEnd}
 	s.marks[stRawParam] = []marker{{dsmlParamEnd, mParamEnd}, {dsmlInvokeEnd, mInvEnd}}
-	s.marks[stXBlock] = []marker{{v3CallBegin, mXCallBegin}, blockEnd, eos}
+	s.marks[stXBlock] = []marker{{v3CallBegin, mXCallBegin}, blockEnd, eos, {v3CallsBegin, mBlockStart}}
 	s.marks[stXCall] = []marker{{v3CallEnd, mXCallEnd}, {v3CallBegin, mXCallBegin}, blockEnd}
 	for st, ms := range s.marks {
 		kept := ms[:0:0]
@@ -735,7 +735,13 @@ func (s *Stream) marker(m marker, off int) {
 			s.emitContent(m.s)
 		}
 	case stBlock, stXBlock:
-		if m.id == mEOS { // end of turn inside an open block: dropped like elsewhere
+		switch m.id {
+		case mEOS: // end of turn inside an open block: dropped like elsewhere
+			return
+		case mBlockStart: // a repeated V3 block opener (TensorRT-LLM's tests): envelope
+			if !s.commit {
+				s.raw.WriteString(s.takeHold() + m.s)
+			}
 			return
 		}
 		s.gapDirty = false

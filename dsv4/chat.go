@@ -190,7 +190,7 @@ func (r *ChatRequest) validate() error {
 	if r.N != nil && (*r.N < 1 || *r.N > MaxChoices) {
 		return paramErr("n", "must be in [1, %d], got %d", MaxChoices, *r.N)
 	}
-	switch r.ReasoningEffort {
+	switch strings.ToLower(r.ReasoningEffort) {
 	case "", "low", "medium", "high", "max", "xhigh", "minimal", "none":
 	default:
 		return paramErr("reasoning_effort", "unknown value %q", r.ReasoningEffort)
@@ -391,7 +391,9 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // "tool_calls"); a final chunk with Index -1 carries the Usage. With n > 1
 // choices interleave. Errors before generation are returned at once; an
 // error during generation is the iterator's last element. Breaking out of
-// the loop or cancelling ctx stops every choice and frees their state.
+// the loop or cancelling ctx stops every choice and frees their state. The
+// choices are queued when ChatStream returns: range over the iterator (or
+// cancel ctx), or they run to their end unread.
 //
 // The iterator form (Go 1.23 range-over-func) was chosen over a callback:
 // the caller's loop body is the callback, break is cancellation, and the

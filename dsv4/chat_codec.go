@@ -1,6 +1,7 @@
 package dsv4
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,29 +73,44 @@ type plainParser struct{}
 func (plainParser) Feed(text string) []ChatDelta { return []ChatDelta{{Content: text}} }
 func (plainParser) Finish() []ChatDelta          { return nil }
 
-// templateMessages maps an OpenAI request onto the encoder's messages the
-// way SGLang does: top-level tools attach to the first message when it is
-// a system message, else an empty system message carrying them is
-// inserted first; response_format attaches the same way.
-func templateMessages(req *ChatRequest, tools []Tool) []template.Message {
-	msgs := append([]template.Message(nil), req.Messages...)
-	var ttools []template.Tool
-	for i := range tools {
-		ttools = append(ttools, template.Tool{Type: "function", Function: tools[i].Function.JSON()})
+// templateRequest maps an OpenAI request onto the template package's
+// (its EncoderMessages attaches the top-level tools to the first system
+// message, inserting an empty one when needed, as SGLang does).
+func templateRequest(req *ChatRequest, thinking bool, tools []Tool) (*template.ChatRequest, error) {
+	eff, err := template.NormalizeReasoningEffort(req.ReasoningEffort)
+	if err != nil {
+		return nil, &ParamError{Param: "reasoning_effort", Msg: err.Error()}
 	}
-	rf := responseFormatSchema(req.ResponseFormat)
-	if len(ttools) == 0 && rf == nil {
+	t := &template.ChatRequest{
+		Messages: req.Messages, Thinking: thinking, ReasoningEffort: eff, AddGenerationPrompt: true,
+	}
+	for i := range tools {
+		t.Tools = append(t.Tools, template.Tool{Type: "function", Function: tools[i].Function.JSON()})
+	}
+	if len(req.ChatTemplateKwargs) > 0 {
+		t.TemplateKwargs = map[string]json.RawMessage{}
+		for k, v := range req.ChatTemplateKwargs {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, &ParamError{Param: "chat_template_kwargs", Msg: err.Error()}
+			}
+			t.TemplateKwargs[k] = b
+		}
+	}
+	return t, nil
+}
+
+// encoderMessages adds response_format to templateRequest's messages.
+func encoderMessages(t *template.ChatRequest, responseFormat []byte) []template.Message {
+	msgs := t.EncoderMessages()
+	rf := responseFormatSchema(responseFormat)
+	if rf == nil {
 		return msgs
 	}
 	if len(msgs) == 0 || msgs[0].Role != "system" {
 		msgs = append([]template.Message{{Role: "system"}}, msgs...)
 	}
-	first := msgs[0] // copy: the caller's message is not modified
-	first.Tools = append(append([]template.Tool(nil), first.Tools...), ttools...)
-	if rf != nil {
-		first.ResponseFormat = rf
-	}
-	msgs[0] = first
+	msgs[0].ResponseFormat = rf
 	return msgs
 }
 
@@ -123,16 +139,6 @@ func responseFormatSchema(raw []byte) []byte {
 		return []byte(`{"type": "object"}`)
 	}
 	return nil
-}
-
-// reasoningEffort maps OpenAI's values onto DeepSeek-V4's ("max" or "",
-// which renders as "high"): xhigh and max are max, the rest high.
-func reasoningEffort(s string) string {
-	switch s {
-	case "max", "xhigh":
-		return "max"
-	}
-	return ""
 }
 
 // newTokenizerCodec builds the text side of an Engine from options.
@@ -185,10 +191,18 @@ func newTokenizerCodec(o *EngineOptions) (*chatCodec, error) {
 		maxPromptBytes: template.DefaultMaxOutputBytes,
 	}
 	c.render = func(req *ChatRequest, thinking bool, tools []Tool) (string, error) {
-		text, err := encode(templateMessages(req, tools), &template.Options{
-			Thinking:        thinking,
-			ReasoningEffort: reasoningEffort(req.ReasoningEffort),
-		})
+		treq, err := templateRequest(req, thinking, tools)
+		if err != nil {
+			return "", err
+		}
+		var text string
+		if o.Renderer != nil {
+			text, err = o.Renderer.Render(context.Background(), treq)
+		} else {
+			text, err = encode(encoderMessages(treq, req.ResponseFormat), &template.Options{
+				Thinking: thinking, ReasoningEffort: treq.ReasoningEffort,
+			})
+		}
 		if err != nil {
 			if errors.Is(err, template.ErrLimit) {
 				return "", fmt.Errorf("%w: %v", ErrContextLength, err)

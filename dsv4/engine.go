@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dsv4go/dsv4go/template"
 	"github.com/dsv4go/dsv4go/tokenizer"
 )
 
@@ -58,6 +59,10 @@ type EngineOptions struct {
 	// Encoding is the chat prompt encoding: EncodingV4 (default) or
 	// EncodingV32.
 	Encoding string
+	// Renderer, when set, renders prompts instead of Encoding's encoder
+	// (e.g. a template.JinjaRenderer for a HF chat template, or
+	// template.LoadRenderer's choice for a model directory).
+	Renderer template.Renderer
 	// ReasoningParser and ToolCallParser name the output parsers (package
 	// parse; SGLang's --reasoning-parser / --tool-call-parser names:
 	// "deepseek-v4", "deepseek-v3", "deepseek-r1"; "deepseek-v4",
@@ -254,8 +259,7 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 	if err := e.s.submit(r); err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { e.s.stop(r) })
-	_ = stop
+	r.unwatch = context.AfterFunc(ctx, func() { e.s.stop(r) })
 	return r, nil
 }
 
@@ -263,6 +267,7 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 // (or an error) stops the request and frees its state.
 func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
 	return func(yield func(Token, error) bool) {
+		defer r.unwatch()
 		defer e.s.stop(r)
 		var buf []tokenEvent
 		for {
@@ -302,6 +307,8 @@ func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
 // ErrRequestTooLarge and ErrContextLength are returned at once; errors during
 // generation (ctx cancelled, ErrEngineClosed, a backend error) end the
 // iteration with a non-nil error. Breaking out of the loop frees the state.
+// The request is queued when Generate returns: range over the iterator (or
+// cancel ctx), or it runs to its end unread.
 func (e *Engine) Generate(ctx context.Context, prompt []int32, p SamplingParams) (iter.Seq2[Token, error], error) {
 	r, err := e.start(ctx, prompt, p, nil)
 	if err != nil {

@@ -52,6 +52,7 @@ type request struct {
 	reserve   int64
 	forcer    func(tok int32) []int32 // optional: tokens to force after tok
 	enqueued  time.Time
+	unwatch   func() bool // stops the ctx watch (context.AfterFunc)
 
 	// scheduler
 	seq       BackendSequence

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/template"
 	"github.com/dsv4go/dsv4go/tokenizer"
 )
 
@@ -86,7 +87,7 @@ func run() error {
 		apiKey         = flag.String("api-key", "", "require Authorization: Bearer KEY on /v1/*")
 		reasoning      = flag.String("reasoning-parser", "", "reasoning parser: deepseek-v4, deepseek-v3, deepseek-r1, none (default: the model's)")
 		toolParser     = flag.String("tool-call-parser", "", "tool-call parser: deepseek-v4 (deepseekv4), deepseekv32, deepseekv31, deepseekv3, none (default: the model's)")
-		chatTemplate   = flag.String("chat-template", "", "chat encoding: deepseek-v4 or deepseek-v32 (default: the model's)")
+		chatTemplate   = flag.String("chat-template", "", "chat encoding deepseek-v4 or deepseek-v32, or a Jinja chat template file (default: the model's encoding)")
 		maxRunning     = flag.Int("max-running-requests", 64, "most sequences decoding at once")
 		chunkedPrefill = flag.Int("chunked-prefill-size", 512, "per-step token budget (prefill chunks + decode tokens)")
 		maxQueued      = flag.Int("max-queued-requests", 1024, "most requests waiting for admission (more get 503)")
@@ -113,7 +114,21 @@ func run() error {
 
 	opts := dsv4.EngineOptions{
 		MaxBatch: *maxRunning, StepTokens: *chunkedPrefill, MaxWaiting: *maxQueued, StateMemory: *stateMem,
-		Encoding: *chatTemplate, ReasoningParser: *reasoning, ToolCallParser: *toolParser,
+		ReasoningParser: *reasoning, ToolCallParser: *toolParser,
+	}
+	switch *chatTemplate {
+	case "", dsv4.EncodingV4, dsv4.EncodingV32:
+		opts.Encoding = *chatTemplate
+	default: // a Jinja template file, as SGLang's --chat-template
+		src, err := os.ReadFile(*chatTemplate)
+		if err != nil {
+			return err
+		}
+		j, err := template.ParseJinja(string(src), nil)
+		if err != nil {
+			return err
+		}
+		opts.Renderer = &template.JinjaRenderer{Template: j}
 	}
 	if *tokenizerPath != "" || *mock {
 		dir := *tokenizerPath
@@ -125,6 +140,9 @@ func run() error {
 			return err
 		}
 		opts.Tokenizer = t
+	}
+	if jr, ok := opts.Renderer.(*template.JinjaRenderer); ok && opts.Tokenizer != nil {
+		jr.SpecialTokens = specialTokens(opts.Tokenizer)
 	}
 	var eng *dsv4.Engine
 	name := *servedName
@@ -144,6 +162,12 @@ func run() error {
 			return err
 		}
 		defer m.Close()
+		if jr, ok := opts.Renderer.(*template.JinjaRenderer); ok && jr.SpecialTokens == nil {
+			if t, err := tokenizer.Load(*modelPath); err == nil {
+				opts.Tokenizer = t
+				jr.SpecialTokens = specialTokens(t)
+			}
+		}
 		eng, err = dsv4.NewEngine(m, opts)
 		if err != nil {
 			return err
@@ -169,6 +193,22 @@ func run() error {
 	}
 	log.Info("draining", "timeout", *drainTimeout)
 	return shutdown(srv, hs, eng, *drainTimeout)
+}
+
+// specialTokens names the tokenizer's BOS and EOS for Jinja templates.
+func specialTokens(t *tokenizer.Tokenizer) map[string]string {
+	out := map[string]string{}
+	if id, ok := t.BOS(); ok {
+		if s, ok := t.Token(id); ok {
+			out["bos_token"] = s
+		}
+	}
+	if id, ok := t.EOS(); ok {
+		if s, ok := t.Token(id); ok {
+			out["eos_token"] = s
+		}
+	}
+	return out
 }
 
 // shutdown drains: refuse new work, wait for running requests, stop the

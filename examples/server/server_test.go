@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/template"
 	"github.com/dsv4go/dsv4go/tokenizer"
 )
 
@@ -590,4 +592,38 @@ func TestGracefulShutdown(t *testing.T) {
 
 func errorsAs(err error, target any) bool {
 	return err != nil && errors.As(err, target)
+}
+
+// --chat-template with a HF Jinja template (DeepSeek-V3's) renders through
+// template.JinjaRenderer.
+func TestJinjaChatTemplate(t *testing.T) {
+	cfg, err := os.ReadFile("../../tokenizer/testdata/deepseek-v3/tokenizer_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tc struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	if err := json.Unmarshal(cfg, &tc); err != nil {
+		t.Fatal(err)
+	}
+	j, err := template.ParseJinja(tc.ChatTemplate, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{
+		Renderer:        &template.JinjaRenderer{Template: j, SpecialTokens: map[string]string{"bos_token": "<｜begin▁of▁sentence｜>"}},
+		ReasoningParser: "none", ToolCallParser: "none",
+	}, 0)
+	c := ts.client()
+	resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "dsv4-script", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
+		Temperature: openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Choices[0].Message.Content; got != "You said: Hello" {
+		t.Fatalf("jinja: %q", got)
+	}
 }

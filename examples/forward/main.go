@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -26,7 +27,9 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "forward:", err)
 		os.Exit(1)
 	}
@@ -61,14 +64,20 @@ func argmax(x []float32) int32 {
 	return int32(b)
 }
 
-func run() error {
-	model := flag.String("model", "", "checkpoint directory (config.json + safetensors)")
-	tokens := flag.String("tokens", "", "comma-separated input token ids")
-	prefill := flag.Int("prefill", 0, "prefill the first N tokens, then decode the rest one by one")
-	generate := flag.Int("generate", 0, "append K greedy tokens and print the ids")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
+// run parses args (without the program name), runs the model and writes the JSON
+// object to stdout.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	model := fs.String("model", "", "checkpoint directory (config.json + safetensors)")
+	tokens := fs.String("tokens", "", "comma-separated input token ids")
+	prefill := fs.Int("prefill", 0, "prefill the first N tokens, then decode the rest one by one")
+	generate := fs.Int("generate", 0, "append K greedy tokens and print the ids")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *model == "" {
 		return errors.New("-model is required")
@@ -86,8 +95,6 @@ func run() error {
 	if *generate < 0 {
 		return fmt.Errorf("-generate %d: want >= 0", *generate)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	m, err := dsv4.Load(ctx, *model)
 	if err != nil {
 		return err
@@ -95,7 +102,7 @@ func run() error {
 	defer m.Close()
 	seq := m.NewSequence()
 	defer seq.Release()
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(stdout)
 	switch {
 	case *generate > 0:
 		lg, err := m.Prefill(ctx, seq, ids)

@@ -161,9 +161,13 @@ func BenchmarkEncodeLongRuns(b *testing.B) {
 
 // BenchmarkLoad measures Load of the V4 tokenizer (gzipped tokenizer.json).
 func BenchmarkLoad(b *testing.B) {
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		if _, err := Load("testdata/deepseek-v4"); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	}
 }

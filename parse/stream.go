@@ -80,7 +80,9 @@ type marker struct {
 //
 // Every Push returns the deltas that became certain; text that may still be
 // the start of a marker (at most the length of the longest marker, plus an
-// incomplete UTF-8 sequence) is held until the next Push or Close. Inside a
+// incomplete UTF-8 sequence) is held until the next Push or Close. Blank
+// text where blanks are dropped (before a leading <think>, after a tool-call
+// block, between calls) is held until non-blank text arrives. Inside a
 // DSML invoke, string="true" values stream as argument fragments; other
 // values are emitted when their parameter closes; V3/V3.1 calls are emitted
 // when the call closes (their JSON is validated first).

@@ -106,3 +106,14 @@ func BenchmarkParseManyEvents(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNewStream: per-request set-up cost (marker tables, tool schemas).
+func BenchmarkNewStream(b *testing.B) {
+	opts := benchOpts
+	opts.ToolsDecl = synthTools
+	for b.Loop() {
+		if _, err := NewStream(opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -567,3 +567,36 @@ func TestPreTokenizersEqualHF(t *testing.T) {
 		t.Fatalf("only %d cases", n)
 	}
 }
+
+// TestExtraCorpusEqualsHF compares a larger, uncommitted HF corpus when
+// TOKENIZER_EXTRA_CORPUS names one (tools/gen_tokenizer_goldens.py --extra N FILE).
+func TestExtraCorpusEqualsHF(t *testing.T) {
+	path := os.Getenv("TOKENIZER_EXTRA_CORPUS")
+	if path == "" {
+		t.Skip("TOKENIZER_EXTRA_CORPUS not set")
+	}
+	v3, v4 := testTokenizers(t)
+	n, fails := 0, 0
+	err := readJSONLines(path, func(dec *json.Decoder) error {
+		var r corpusRecord
+		if err := dec.Decode(&r); err != nil {
+			return err
+		}
+		n++
+		for _, c := range []struct {
+			tok  *Tokenizer
+			want []int32
+		}{{v3, r.V3}, {v4, r.V4}} {
+			if got := c.tok.Encode(r.Text, EncodeOptions{}); !cmp.Equal(got, c.want) {
+				if fails++; fails <= 10 {
+					t.Errorf("Encode(%q)\n got %v\nwant %v", r.Text, got, c.want)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d strings, %d mismatches", n, fails)
+}

@@ -35,6 +35,10 @@ Outputs (gzipped JSON lines, deterministic for a given seed and tokenizers versi
 
 Run from the repository root:
   tools/.venv/bin/python tools/gen_tokenizer_goldens.py
+
+A larger, uncommitted random corpus for a one-off check (the Go test
+TestExtraCorpusEqualsHF reads it when TOKENIZER_EXTRA_CORPUS names the file):
+  tools/.venv/bin/python tools/gen_tokenizer_goldens.py --extra 50000 /tmp/extra.jsonl.gz
 """
 
 import gzip
@@ -366,7 +370,34 @@ def write_pretok(corpus):
     return n
 
 
+EXTRA_POOL = (
+    list("aZé中あカ한б0719²!'\"-._`~{$+<=、。！（«—…€©∑😀👩 \t\n\r") +
+    ["\r\n", "\u200d", "\ufe0f", "\u0301", "\u093f", "\u00a0", "\u3000", "\u2028", "\u0085", "\x0b",
+     "\ufffd", "<｜User｜>", "<think>", "｜DSML｜", "<｜end▁of▁sentence｜>", "<dsml:", "<", "｜", "ab", "the", " the",
+     "  ", "    ", "123", "1234"]
+)
+
+
+def write_extra(n, path):
+    v3, v4 = load("deepseek-v3"), load("deepseek-v4")
+    rng = random.Random(SEED + 3)
+    with gzip.GzipFile(path, "wb", mtime=0) as gz:
+        for _ in range(n):
+            k = rng.randrange(1, 30)
+            parts = []
+            for _ in range(k):
+                parts.append(rand_codepoint(rng) if rng.random() < 0.15 else rng.choice(EXTRA_POOL))
+            s = "".join(parts)
+            rec = {"text": s, "v3": v3.encode(s, add_special_tokens=False).ids,
+                   "v4": v4.encode(s, add_special_tokens=False).ids}
+            gz.write((json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8"))
+    print(f"wrote {n} strings to {path}", file=sys.stderr)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--extra":
+        write_extra(int(sys.argv[2]), sys.argv[3])
+        return
     n_ranges = write_unicode_table()
     n_flags = write_flags()
     v3 = load("deepseek-v3")

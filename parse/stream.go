@@ -149,7 +149,6 @@ type callState struct {
 	pString bool
 	pTypes  typeSet
 	pStream bool
-	pOff    int
 }
 
 // maxDiagnostics caps the diagnostics kept per completion.
@@ -912,7 +911,6 @@ func (s *Stream) paramHead(off int) {
 	c.seen[name] = true
 	c.pname = name
 	c.pString = m[2] != "false"
-	c.pOff = off
 	c.pTypes = 0
 	if s.opts.Coerce && c.schema != nil {
 		c.pTypes = c.schema.props[name]

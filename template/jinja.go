@@ -63,10 +63,13 @@ type JinjaOptions struct {
 //
 // The engine is github.com/nikolalohinski/gonja/v2: a maintained pure-Go
 // Jinja. Its gaps against Python jinja2 are closed through its extension
-// points (replaced filters, method sets, globals and an AST pass), not a
-// fork. Known remaining differences: printing a bare None gives "" (Python
-// "None"), `is defined` is false for a key present with a null value,
-// string indexing s[i] counts bytes.
+// points (replaced filters, tests, method sets, globals and a pass over
+// the parsed template), not a fork: JSON null is Python None (prints
+// "None", is defined, survives default()), lists and dicts print as
+// Python's repr, and *, **, %, /, //, ~ follow Python. Known remaining
+// differences: string indexing s[i] counts bytes, + with None or numbers
+// and strings concatenates where Python raises TypeError, and undefined
+// attributes of undefined values render empty where jinja2 raises.
 type Jinja struct {
 	tmpl *exec.Template
 	opts JinjaOptions
@@ -149,6 +152,8 @@ const (
 	floorDivFilter = "\x00floordiv"
 )
 
+var outputType = reflect.TypeFor[*nodes.Output]()
+
 // instrument rewrites a parsed template in place:
 //   - a budget node is prepended to every *nodes.Wrapper (loop bodies,
 //     macro bodies, if branches, ...), so each iteration and call spends
@@ -165,6 +170,17 @@ func instrument(root *nodes.Template) {
 	exprType := reflect.TypeFor[nodes.Expression]()
 	rewrite := func(v reflect.Value) {
 		if !v.IsValid() || v.Kind() != reflect.Interface || v.IsNil() || !v.CanInterface() {
+			return
+		}
+		if n, ok := v.Interface().(*nodes.None); ok {
+			// The literal none evaluates to the None sentinel (see pynone.go).
+			if v.CanSet() && v.Type() == exprType {
+				tok := &tokens.Token{Type: tokens.Name, Val: noneName}
+				if n.Location != nil {
+					tok.Pos, tok.Line, tok.Col = n.Location.Pos, n.Location.Line, n.Location.Col
+				}
+				v.Set(reflect.ValueOf(nodes.Expression(&nodes.Name{Name: tok})))
+			}
 			return
 		}
 		if call, ok := v.Interface().(*nodes.Call); ok {
@@ -189,6 +205,8 @@ func instrument(root *nodes.Template) {
 			name = divFilter
 		case tokens.FloorDivision:
 			name = floorDivFilter
+		case tokens.Tilde:
+			name = concatFilter
 		default:
 			return
 		}
@@ -215,6 +233,16 @@ func instrument(root *nodes.Template) {
 				return
 			}
 			seen[p] = true
+			if v.Type() == outputType && v.CanInterface() {
+				o := v.Interface().(*nodes.Output)
+				wrap := func(e nodes.Expression) nodes.Expression {
+					if e == nil {
+						return nil
+					}
+					return &nodes.FilteredExpression{Expression: e, Filters: []*nodes.FilterCall{{Token: o.Start, Name: printFilter, Kwargs: map[string]nodes.Expression{}}}}
+				}
+				o.Expression, o.Alternative = wrap(o.Expression), wrap(o.Alternative)
+			}
 			if v.Type() == wrapperType && v.CanInterface() {
 				w := v.Interface().(*nodes.Wrapper)
 				tok := w.Location
@@ -306,15 +334,25 @@ func hfEnvironment() *exec.Environment {
 		_ = filters.Register(divFilter, filterDiv)
 		_ = filters.Register(floorDivFilter, filterFloorDiv)
 		_ = filters.Replace("format", filterFormat)
+		_ = filters.Register(printFilter, filterPrint)
+		_ = filters.Register(concatFilter, filterConcat)
+		_ = filters.Replace("default", filterDefault)
+		_ = filters.Replace("d", filterDefault)
+		_ = filters.Replace("trim", filterTrim)
+		_ = filters.Replace("string", filterString)
 		_ = filters.Replace("items", filterItems)
 		_ = filters.Replace("dictsort", filterDictSort)
 		tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
+		_ = tests.Replace("defined", testDefined)
+		_ = tests.Replace("undefined", testUndefined)
 		cs := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{}).Update(builtins.ControlStructures)
 		_ = cs.Register("generation", generationParser)
 		globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 		globals.Set("range", pyRange)
 		globals.Set("raise_exception", raiseException)
 		globals.Set("lipsum", lipsum)
+		globals.Set(noneName, pyNone)
+		globals.Set("none", pyNone) // gonja parses lowercase none as a name
 		hfEnv = &exec.Environment{
 			Context:           globals,
 			Filters:           filters,
@@ -518,7 +556,7 @@ func (j *Jinja) RenderChat(ctx context.Context, in *JinjaInput) (string, error) 
 	}
 	raw := func(r json.RawMessage) any {
 		if len(bytes.TrimSpace(r)) == 0 {
-			return nil
+			return pyNone // HF passes tools=None, documents=None
 		}
 		return r
 	}
@@ -551,6 +589,8 @@ func toGonja(v any) (any, error) {
 		return orderedToGonja(o), nil
 	case []byte:
 		return toGonja(json.RawMessage(t))
+	case *pyNoneT:
+		return t, nil
 	case nil, string, bool, int, int64, float64:
 		return t, nil
 	default:
@@ -587,6 +627,8 @@ func orderedToGonja(v any) any {
 		return bigInt{t.text}
 	case pyFloat:
 		return float64(t)
+	case nil:
+		return pyNone
 	}
 	return v
 }
@@ -605,6 +647,8 @@ func gonjaToOrdered(v any, depth int) (any, error) {
 		return gonjaToOrdered(t.Interface(), depth+1)
 	case nil, string, bool, pyInt, pyFloat:
 		return t, nil
+	case *pyNoneT:
+		return nil, nil
 	case bigInt:
 		return pyInt{t.text}, nil
 	case int:

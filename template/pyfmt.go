@@ -3,9 +3,11 @@ package template
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
@@ -38,7 +40,7 @@ func pyRepr(v any) string {
 		v = xv.Interface()
 	}
 	switch t := v.(type) {
-	case nil:
+	case nil, *pyNoneT:
 		return "None"
 	case string:
 		return pyStrRepr(t)
@@ -53,14 +55,45 @@ func pyRepr(v any) string {
 		return pyFloatRepr(float64(t))
 	case pyTuple:
 		return t.String()
-	case []any:
-		parts := make([]string, len(t))
-		for i, e := range t {
-			parts[i] = pyRepr(e)
+	case *exec.Dict:
+		parts := make([]string, len(t.Pairs))
+		for i, p := range t.Pairs {
+			parts[i] = pyRepr(p.Key) + ": " + pyRepr(p.Value)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = pyStrRepr(k) + ": " + pyRepr(t[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	rv := reflect.ValueOf(v)
+	if (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) && !(rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8) {
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = pyRepr(rv.Index(i).Interface())
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	return exec.ToValue(v).String()
+}
+
+// isContainer reports whether a value prints as a Python list or dict.
+func isContainer(v *exec.Value) bool {
+	if v == nil || v.IsNil() || v.IsString() {
+		return false
+	}
+	switch v.Interface().(type) {
+	case pyTuple:
+		return true
+	}
+	return v.IsList() || v.IsDict()
 }
 
 // pyStrRepr quotes s as Python's repr(str) does.
@@ -84,23 +117,21 @@ func pyStrRepr(s string) string {
 			b.WriteString(`\t`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && !unicode.IsPrint(r):
+			switch {
+			case r < 0x100:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			case r < 0x10000:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
 		default:
 			b.WriteRune(r)
 		}
 	}
 	b.WriteByte(q)
 	return b.String()
-}
-
-// pyStr is Python's str() of a template value.
-func pyStr(v *exec.Value) string {
-	if v == nil || v.IsNil() {
-		return "None"
-	}
-	if v.IsFloat() {
-		return pyFloatRepr(v.Float())
-	}
-	return v.String()
 }
 
 // pyPercent is Python's printf-style format % args (no mapping keys).
@@ -157,7 +188,7 @@ func pyPercent(format string, args []*exec.Value) (string, error) {
 		var s string
 		switch conv := format[i]; conv {
 		case 's':
-			s = pyStr(a)
+			s = jinjaStr(a)
 			if prec >= 0 && prec < len([]rune(s)) {
 				s = string([]rune(s)[:prec])
 			}

@@ -414,6 +414,10 @@ def gen_jinja_extra(args):
                     tools = m.pop("tools")
             if tools is None and rng.random() < 0.5:
                 tools = [rtool(rng, n) for n in rng.sample(TOOL_NAMES, 2)]
+            # some null contents (None prints "None", is defined, survives default())
+            for m in msgs:
+                if m["role"] in ("user", "assistant", "tool") and rng.random() < 0.1:
+                    m["content"] = None
             # assistant arguments as objects half of the time (templates iterate them)
             for m in msgs:
                 for tc in m.get("tool_calls") or []:

@@ -78,7 +78,7 @@ func testUndefined(c *exec.Context, in *exec.Value, va *exec.VarArgs) (bool, err
 	return !d, err
 }
 
-// filterDefault is jinja2's default(value, default_value=”, boolean=False):
+// filterDefault is jinja2's default(value, default_value="", boolean=False):
 // only an undefined value (or, with boolean, a falsy one) is replaced.
 func filterDefault(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	def := exec.AsValue("")

@@ -83,6 +83,9 @@ func TestLoadReportsBadTensors(t *testing.T) {
 		}, ErrUnexpectedTensor, "model.layers.0.self_attn.compressor.kv_norm.weight"},
 		{"shape", replace(qa, func(w *safetensors.WriteTensor) { w.Shape = []int64{w.Shape[1], w.Shape[0]} }), ErrTensorShape, qa},
 		{"dtype", replace("model.layers.1.self_attn.sinks", func(w *safetensors.WriteTensor) { w.DType = safetensors.I32 }), ErrTensorDType, "model.layers.1.self_attn.sinks"},
+		{"tid2eid range", replace("model.layers.0.mlp.gate.tid2eid", func(w *safetensors.WriteTensor) {
+			w.Data[8*5] = 200 // expert 200 of 4
+		}), ErrTensorValue, "model.layers.0.mlp.gate.tid2eid"},
 		{"tid2eid dtype", replace("model.layers.0.mlp.gate.tid2eid", func(w *safetensors.WriteTensor) {
 			w.DType = safetensors.F64
 		}), ErrTensorDType, "model.layers.0.mlp.gate.tid2eid"},
@@ -335,5 +338,48 @@ func TestTid2EidInt32(t *testing.T) {
 	y, err2 := b.Weights().Layers[0].MLP.Router.Tid2Eid.Int32s()
 	if err1 != nil || err2 != nil || !slices.Equal(x, y) || len(x) == 0 {
 		t.Fatalf("I64 vs I32 tid2eid: %v %v", err1, err2)
+	}
+}
+
+func TestNVFP4ZeroGlobalScale(t *testing.T) {
+	src := "testdata/ckpt_nvfp4"
+	dir := t.TempDir()
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
+	ts := readAll(t, filepath.Join(src, "model.safetensors"))
+	const name = "layers.2.ffn.experts.3.w2.weight_scale_2"
+	found := false
+	for i := range ts {
+		if ts[i].Name == name {
+			ts[i].Data = make([]byte, 4)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal(name + " not in checkpoint")
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenCheckpoint(context.Background(), dir)
+	if !errors.Is(err, ErrTensorValue) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestTensorOddShapesNoPanic(t *testing.T) {
+	for _, tn := range []*Tensor{
+		{Name: "z", DType: F32, Shape: []int{0, 0}},
+		{Name: "z", DType: F32, Shape: []int{3, 0}},
+		{Name: "neg", DType: F32, Shape: []int{-1, 4}, Data: make([]byte, 16)},
+		{Name: "fp8", DType: F8E4M3, Shape: []int{2, 2}, Data: make([]byte, 4), Format: FormatFP8Block},
+		{Name: "fp4", DType: U8, Shape: []int{1, 3}, Data: make([]byte, 2), Format: FormatNVFP4, BlockCols: 16, BlockRows: 1},
+		{Name: "int", DType: I8, Shape: []int{2}, Data: make([]byte, 2), Format: FormatFloat},
+		{Name: "scalar", DType: F32, Data: make([]byte, 4)},
+	} {
+		_, _ = tn.Float32()
+		_, _ = tn.SliceRows(0, 1)
+		_, _ = tn.Int32s()
+		_ = tn.DequantizeRows(nil, 0, 0)
 	}
 }

@@ -22,6 +22,9 @@ var (
 	ErrTensorShape = errors.New("dsv4: wrong tensor shape")
 	// ErrTensorDType: a tensor has a dtype that the loader cannot use there.
 	ErrTensorDType = errors.New("dsv4: wrong tensor dtype")
+	// ErrTensorValue: a tensor holds values the model cannot use, e.g. a
+	// tid2eid expert id out of range or an NVFP4 global scale of 0.
+	ErrTensorValue = errors.New("dsv4: bad tensor values")
 	// ErrCheckpoint: the checkpoint files are malformed (bad safetensors header,
 	// truncated file, bad index); wraps the safetensors error.
 	ErrCheckpoint = errors.New("dsv4: malformed checkpoint")
@@ -51,8 +54,8 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return ErrConfig }
 
 // TensorError reports a problem with one tensor. Kind is one of
-// ErrMissingTensor, ErrUnexpectedTensor, ErrTensorShape, ErrTensorDType or
-// ErrCheckpoint, and errors.Is(err, Kind) holds.
+// ErrMissingTensor, ErrUnexpectedTensor, ErrTensorShape, ErrTensorDType,
+// ErrTensorValue or ErrCheckpoint, and errors.Is(err, Kind) holds.
 type TensorError struct {
 	Kind   error  // the sentinel class
 	Name   string // tensor name as written in the checkpoint (or the canonical name when missing)

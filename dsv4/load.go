@@ -3,6 +3,7 @@ package dsv4
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -220,6 +221,9 @@ func (b *binder) linearEntry(e *entry, want []int) *Tensor {
 		if !ok {
 			return nil
 		}
+		if !(g > 0) || math.IsInf(float64(g), 0) {
+			return bad(ErrTensorValue, "NVFP4 global scale %s = %g, want a positive finite value", s2.info.Name, g)
+		}
 		t.GlobalScale = g
 		if in != nil {
 			if v, ok := b.scalar(in); ok {
@@ -423,6 +427,19 @@ func (b *binder) tid2eid(canonical string, vocab, k int) *Tensor {
 	if !slices.Equal(t.Shape, []int{vocab, k}) {
 		b.add(ErrTensorShape, t.Name, t.File, fmt.Sprintf("shape %v, want [%d %d]", t.Shape, vocab, k))
 		return nil
+	}
+	// The table is small (vocab x k ids): check every id names an expert, so
+	// that routing can index experts without bounds surprises.
+	ids, err := t.Int32s()
+	if err != nil {
+		b.add(ErrTensorValue, t.Name, t.File, err.Error())
+		return nil
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= b.cfg.NRoutedExperts {
+			b.add(ErrTensorValue, t.Name, t.File, fmt.Sprintf("token %d routes to expert %d, want [0, %d)", i/k, id, b.cfg.NRoutedExperts))
+			return nil
+		}
 	}
 	return t
 }

@@ -137,10 +137,11 @@ func (t *Tensor) Cols() int {
 
 // Rows is the product of all logical dimensions but the last.
 func (t *Tensor) Rows() int {
-	if len(t.Shape) == 0 {
-		return 1
+	n := 1
+	for i := 0; i+1 < len(t.Shape); i++ {
+		n *= t.Shape[i]
 	}
-	return t.NumElements() / t.Cols()
+	return n
 }
 
 // Bytes is the stored size of the tensor including its scales.
@@ -155,6 +156,9 @@ func (t *Tensor) Bytes() int64 {
 // Float32 dequantizes the whole tensor into a new slice of NumElements()
 // float32 values (row-major, logical shape).
 func (t *Tensor) Float32() ([]float32, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
 	dst := make([]float32, t.NumElements())
 	if err := t.Dequantize(dst); err != nil {
 		return nil, err
@@ -238,6 +242,11 @@ func (t *Tensor) errf(format string, args ...any) error {
 // dequantizers can index without bounds surprises.
 func (t *Tensor) check() error {
 	rows, cols := t.Rows(), t.Cols()
+	for _, d := range t.Shape {
+		if d < 0 {
+			return t.errf("negative dimension in shape %v", t.Shape)
+		}
+	}
 	var want int
 	switch t.Format {
 	case FormatFloat, FormatInt, FormatFP8Block:

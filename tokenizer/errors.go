@@ -23,6 +23,11 @@ var ErrTooLarge = errors.New("tokenizer: file too large")
 // tokenizer_config.json that Load and Parse accept: 256 MiB.
 const MaxFileBytes = 256 << 20
 
+// MaxVocabSize bounds the ids Load and Parse accept (base and added tokens): 4,194,304,
+// far above any real vocabulary (DeepSeek's has 129,280 ids), so that a malformed
+// file cannot make the id tables exhaust memory.
+const MaxVocabSize = 1 << 22
+
 // UnknownIDError is returned by Decode and StreamDecoder.Add for an id that no token
 // of the vocabulary (base or added) has. HF tokenizers silently drops such ids; this
 // package reports them instead.

@@ -221,7 +221,7 @@ func (t *Tokenizer) buildModel(tj *tokenizerJSON) error {
 		}
 		maxID = max(maxID, id)
 	}
-	if maxID > 1<<28 {
+	if maxID >= MaxVocabSize {
 		return fmt.Errorf("%w: id %d too large", ErrTooLarge, maxID)
 	}
 	n := int(maxID) + 1
@@ -354,7 +354,7 @@ func (t *Tokenizer) buildAdded(list []addedTokenJSON, vocab map[string]int32) er
 			id = nextID
 			nextID++
 		}
-		if id > 1<<28 {
+		if id >= MaxVocabSize {
 			return fmt.Errorf("%w: added token %q id %d", ErrTooLarge, a.Content, id)
 		}
 		byContent[a.Content] = id

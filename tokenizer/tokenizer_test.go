@@ -355,6 +355,20 @@ func TestUnknownID(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("{")
+	for b := 0; b < 256; b++ {
+		if b > 0 {
+			sb.WriteString(",")
+		}
+		k, _ := json.Marshal(byteLevelEncode(string([]byte{byte(b)})))
+		fmt.Fprintf(&sb, "%s:%d", k, b)
+	}
+	sb.WriteString("}")
+	byteVocab := sb.String()
+	if _, err := Parse([]byte(`{"model":{"type":"BPE","vocab":`+byteVocab+`,"merges":[]},"decoder":{"type":"ByteLevel"}}`), nil); err != nil {
+		t.Fatalf("minimal byte-level tokenizer: %v", err)
+	}
 	dir := t.TempDir()
 	if _, err := Load(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: %v", err)
@@ -368,6 +382,10 @@ func TestLoadErrors(t *testing.T) {
 		{"wordpiece", `{"model":{"type":"WordPiece","vocab":{"a":0}}}`, ErrUnsupported},
 		{"no bytes", `{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"decoder":{"type":"ByteLevel"}}`, ErrUnsupported},
 		{"metaspace", `{"pre_tokenizer":{"type":"Metaspace"},"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}`, ErrUnsupported},
+		{"huge id", `{"model":{"type":"BPE","vocab":{"a":99999999},"merges":[]}}`, ErrTooLarge},
+		{"bad merge", `{"model":{"type":"BPE","vocab":` + byteVocab + `,"merges":["a"]},"decoder":{"type":"ByteLevel"}}`, ErrFormat},
+		{"merge not in vocab", `{"model":{"type":"BPE","vocab":` + byteVocab + `,"merges":["a b"]},"decoder":{"type":"ByteLevel"}}`, ErrFormat},
+		{"bad vocab", `{"model":{"type":"BPE","vocab":{"a":"x"},"merges":[]}}`, ErrFormat},
 	}
 	for _, tc := range tests {
 		if _, err := Parse([]byte(tc.json), nil); !errors.Is(err, tc.want) {

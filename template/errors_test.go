@@ -91,6 +91,9 @@ func TestJinjaErrors(t *testing.T) {
 		{"time", `{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}`, &JinjaOptions{MaxDuration: 50 * time.Millisecond, MaxSteps: 1 << 40, MaxOutputBytes: 1 << 40}, ErrLimit},
 		{"unserializable", `{{ raise_exception | tojson }}`, nil, ErrUnserializable},
 		{"sandbox: append", `{% set l = [] %}{{ l.append(1) }}`, nil, ErrRender},
+		{"deep brackets", "{{ " + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + " }}", nil, ErrLimit},
+		{"deep blocks", strings.Repeat("{% if true %}", 5000) + strings.Repeat("{% endif %}", 5000), nil, ErrLimit},
+		{"huge source", strings.Repeat("x", MaxTemplateBytes+1), nil, ErrLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

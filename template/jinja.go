@@ -375,13 +375,18 @@ func hfConfig() *config.Config {
 }
 
 // ParseJinja compiles a chat template (the "chat_template" string of a
-// tokenizer_config.json). Errors wrap ErrSyntax. opts may be nil.
+// tokenizer_config.json). Errors wrap ErrSyntax, or ErrLimit for a source
+// over MaxTemplateBytes or nested deeper than MaxTemplateNesting. opts may
+// be nil.
 func ParseJinja(src string, opts *JinjaOptions) (j *Jinja, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			j, err = nil, fmt.Errorf("%w: parser panic: %v", ErrSyntax, r)
 		}
 	}()
+	if err := checkTemplateSource(src); err != nil {
+		return nil, err
+	}
 	loader, err := loaders.NewMemoryLoader(map[string]string{"/chat_template": src})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)

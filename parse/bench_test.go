@@ -92,8 +92,8 @@ func BenchmarkScanFloor(b *testing.B) {
 	}
 }
 
-// BenchmarkParseManyEvents: 1.9 MB holding 20,000 tool-call blocks and
-// text between them, to show whole-text parsing stays linear in the
+// BenchmarkParseManyEvents: 3.5 MB holding 20,000 tool-call blocks and
+// text and a stray </think> between them, to show whole-text parsing stays linear in the
 // number of markers (each marker is searched once, text is gathered in
 // builders).
 func BenchmarkParseManyEvents(b *testing.B) {

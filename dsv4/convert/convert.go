@@ -21,6 +21,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -319,19 +320,9 @@ func writeShards(ctx context.Context, dir string, groups []*group, opts *Options
 		if err != nil {
 			return err
 		}
-		for _, g := range sh {
-			if err := ctx.Err(); err != nil {
-				w.Abort()
-				return err
-			}
-			data, err := g.produce()
-			if err != nil {
-				w.Abort()
-				return fmt.Errorf("convert: %s: %w", g.outs[0].Name, err)
-			}
+		err = produceInOrder(ctx, sh, func(g *group, data [][]byte) error {
 			for k, o := range g.outs {
 				if err := w.Write(o.Name, data[k]); err != nil {
-					w.Abort()
 					return err
 				}
 				weightMap[o.Name] = name
@@ -340,6 +331,11 @@ func writeShards(ctx context.Context, dir string, groups []*group, opts *Options
 			if opts.Progress != nil {
 				opts.Progress(done, len(groups))
 			}
+			return nil
+		})
+		if err != nil {
+			w.Abort()
+			return err
 		}
 		if err := w.Close(); err != nil {
 			return err
@@ -357,6 +353,70 @@ func writeShards(ctx context.Context, dir string, groups []*group, opts *Options
 		return err
 	}
 	return os.WriteFile(indexPath, append(b, '\n'), 0o644)
+}
+
+// produceInOrder quantizes the groups on all cores (at most 2 per core in
+// flight, bounding memory) and hands the results to consume in order.
+func produceInOrder(ctx context.Context, groups []*group, consume func(*group, [][]byte) error) error {
+	type result struct {
+		data [][]byte
+		err  error
+	}
+	workers := max(1, runtime.GOMAXPROCS(0))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	futures := make(chan chan result, 2*workers)
+	sem := make(chan struct{}, workers)
+	go func() {
+		defer close(futures)
+		for _, g := range groups {
+			ch := make(chan result, 1)
+			select {
+			case futures <- ch:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				ch <- result{err: ctx.Err()}
+				return
+			}
+			go func() {
+				defer func() { <-sem }()
+				data, err := g.produce()
+				ch <- result{data, err}
+			}()
+		}
+	}()
+	i := 0
+	for ch := range futures {
+		r := <-ch
+		g := groups[i]
+		i++
+		if r.err == nil {
+			r.err = ctx.Err()
+		}
+		if r.err != nil {
+			cancel()
+			for range futures { // let the producer exit
+			}
+			return fmt.Errorf("convert: %s: %w", g.outs[0].Name, r.err)
+		}
+		if err := consume(g, r.data); err != nil {
+			cancel()
+			for range futures {
+			}
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if i != len(groups) {
+		return fmt.Errorf("convert: %d of %d tensors produced", i, len(groups))
+	}
+	return nil
 }
 
 // writeConfig copies config.json with quantization_config and expert_dtype

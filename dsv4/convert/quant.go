@@ -78,8 +78,7 @@ func QuantizeMXFP4(w []float32, rows, cols int) (packed, scales []byte, err erro
 		}
 		code, s := ue8m0For(amax, numfmt.E2M1Max)
 		scales[g] = code
-		inv := 1 / s
-		packFP4(packed[g*16:(g+1)*16], blk, func(v float32) float32 { return v * inv })
+		packFP4Mul(packed[g*16:(g+1)*16], blk, 1/s) // exact: s is a power of two
 	}
 	return packed, scales, nil
 }
@@ -120,16 +119,24 @@ func QuantizeNVFP4(w []float32, rows, cols int) (packed, scales []byte, global f
 		if denom == 0 { // an E4M3 underflow: the block is negligible next to the tensor's amax
 			denom = 1
 		}
-		packFP4(packed[g*8:(g+1)*8], blk, func(v float32) float32 { return v / denom })
+		packFP4Div(packed[g*8:(g+1)*8], blk, denom)
 	}
 	return packed, scales, global, nil
 }
 
-func packFP4(dst []byte, src []float32, scale func(float32) float32) {
+func packFP4Mul(dst []byte, src []float32, inv float32) {
+	src = src[:2*len(dst)]
 	for j := range dst {
-		lo := numfmt.F32ToE2M1(scale(src[2*j]))
-		hi := numfmt.F32ToE2M1(scale(src[2*j+1]))
-		dst[j] = lo | hi<<4
+		dst[j] = numfmt.F32ToE2M1(src[2*j]*inv) | numfmt.F32ToE2M1(src[2*j+1]*inv)<<4
+	}
+}
+
+// packFP4Div divides (rather than multiplying by a reciprocal) to round as
+// ModelOpt's weight / (scale * global) does.
+func packFP4Div(dst []byte, src []float32, d float32) {
+	src = src[:2*len(dst)]
+	for j := range dst {
+		dst[j] = numfmt.F32ToE2M1(src[2*j]/d) | numfmt.F32ToE2M1(src[2*j+1]/d)<<4
 	}
 }
 

@@ -1,5 +1,7 @@
 package numfmt
 
+import "math"
+
 // e2m1Table is the value of every FP4 E2M1 code (OCP MX specification; the
 // FP4_TABLE of DeepSeek's inference/convert.py): bit 3 is the sign, then 2
 // exponent bits (bias 1) and 1 mantissa bit; no Inf or NaN.
@@ -36,36 +38,27 @@ const E2M1Max = 6
 // F32ToE2M1 encodes f as an E2M1 code with round-to-nearest-even on the FP4
 // grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating at ±6 (NaN encodes to +0).
 func F32ToE2M1(f float32) uint8 {
-	var sign uint8
-	if f < 0 || (f == 0 && 1/f < 0) {
-		sign = 8
-		f = -f
-	}
-	if f != f {
-		return 0
-	}
-	// Midpoints between grid points; ties go to the even code (even mantissa).
-	var c uint8
-	switch {
-	case f <= 0.25:
-		c = 0
-	case f < 0.75:
-		c = 1
-	case f <= 1.25:
-		c = 2
-	case f < 1.75:
-		c = 3
-	case f <= 2.5:
-		c = 4
-	case f < 3.5:
-		c = 5
-	case f <= 5:
-		c = 6
-	default:
-		c = 7
-	}
-	return sign | c
+	u := math.Float32bits(f)
+	sign := uint8(u>>28) & 8
+	a := math.Float32frombits(u &^ (1 << 31))
+	// Count the midpoints between grid points that a lies above; "<=" at the
+	// midpoints below even codes and "<" below odd ones gives ties-to-even.
+	// Branch-free (quantizing random weights would mispredict every branch);
+	// NaN compares false everywhere and encodes to 0 (the sign is dropped).
+	c := b2u(a > 0.25) + b2u(a >= 0.75) + b2u(a > 1.25) + b2u(a >= 1.75) +
+		b2u(a > 2.5) + b2u(a >= 3.5) + b2u(a > 5)
+	return (sign &^ nanMask(a)) | c
 }
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// nanMask is 0xff when a is NaN, else 0.
+func nanMask(a float32) uint8 { return -b2u(a != a) }
 
 // E2M1PackedToF32 decodes packed FP4: byte j of src holds element 2j in its
 // LOW nibble and element 2j+1 in its HIGH nibble (DeepSeek's convert.py and

@@ -55,26 +55,15 @@ func F32ToE4M3(f float32) uint8 {
 		m := roundHalfEven(q)
 		return sign | uint8(m) // m==8 gives 0x08 = 2^-6, the smallest normal: correct
 	}
-	// Normal: keep 3 mantissa bits of the float32 with RNE.
+	// Normal: round the 23-bit mantissa to 3 bits, ties to even, letting the
+	// carry run into the exponent (branch-free), then rebias 127 -> 7.
 	bits := math.Float32bits(a)
-	exp := int(bits>>23) - 127 // -6..8
-	mant := bits & 0x7fffff
-	// Round mantissa from 23 to 3 bits.
-	rem := mant & 0xfffff
-	m3 := mant >> 20
-	half := uint32(0x80000)
-	if rem > half || (rem == half && m3&1 == 1) {
-		m3++
-		if m3 == 8 {
-			m3 = 0
-			exp++
-		}
-	}
-	e := exp + 7
-	if e > 15 || (e == 15 && m3 == 7) {
+	r := (bits + 0x7ffff + (bits>>20)&1) >> 20 // (exp32 << 3) | m3
+	code := r - 120<<3
+	if code > 0x7e {
 		return sign | 0x7e
 	}
-	return sign | uint8(e<<3) | uint8(m3)
+	return sign | uint8(code)
 }
 
 func roundHalfEven(q float32) int {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,8 +19,6 @@ import (
 // This file closes the gaps between gonja's defaults and the environment
 // transformers renders chat templates in (jinja2's ImmutableSandboxedEnvironment
 // plus HF's tojson/raise_exception/strftime_now).
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 // filterToJSON is HF's tojson(x, ensure_ascii=False, indent=None,
 // separators=None, sort_keys=False) = json.dumps with those arguments.
@@ -389,12 +386,7 @@ func orderedPairs(self map[string]any, v *exec.Value) [][2]any {
 	if self == nil && v != nil {
 		self, _ = v.Interface().(map[string]any)
 	}
-	keys := make([]string, 0, len(self))
-	for k := range self {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(self) {
 		out = append(out, [2]any{k, self[k]})
 	}
 	return out

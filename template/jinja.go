@@ -670,12 +670,7 @@ func gonjaToOrdered(v any, depth int) (any, error) {
 		return dictToOrdered(&t, depth)
 	case map[string]any:
 		o := &jsonObject{}
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sortStrings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(t) {
 			e, err := gonjaToOrdered(t[k], depth+1)
 			if err != nil {
 				return nil, err

@@ -62,11 +62,7 @@ func pyRepr(v any) string {
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := sortedKeys(t)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = pyStrRepr(k) + ": " + pyRepr(t[k])

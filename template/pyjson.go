@@ -261,11 +261,7 @@ func dumpTo(b *strings.Builder, v any, o *dumpOptions, level, depth int) error {
 		}
 		return dumpObject(b, keys, vals, o, level, depth)
 	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := sortedKeys(t)
 		vals := make([]any, len(keys))
 		for i, k := range keys {
 			vals[i] = t[k]
@@ -455,4 +451,15 @@ func pyFloatRepr(f float64) string {
 		es = "0" + es
 	}
 	return mant + "e" + sign + es
+}
+
+// sortedKeys returns m's keys in sorted order (a Go map has no insertion
+// order to keep).
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -17,8 +17,6 @@ var (
 	ErrUnknownParser = errors.New("parse: unknown parser name")
 	// ErrBadToolsDecl: Options.ToolsDecl holds a schema that is not JSON.
 	ErrBadToolsDecl = errors.New("parse: invalid tool declaration")
-	// ErrClosed: Push or Close on a Stream that is already closed.
-	ErrClosed = errors.New("parse: stream closed")
 
 	// ErrMissingThinkEnd: in thinking mode the reasoning was not closed by
 	// </think> (output truncated, or a tool block started inside the

@@ -187,24 +187,30 @@ func (a *attention) forward(n *network, li int, b *batch, h, y []float32) {
 			p := p0 + t
 			lo := max(p-a.window+1, base)
 			win := keys[(lo-base)*hd : (p-base+1)*hd]
-			var comp []float32 // selected compressed entries, [nc][hd]
+			// compressed entries visible to this query: all valid ones (HCA) or the
+			// indexer's top-k of them (CSA), as row indices into ents
+			var ents []float32
+			var sel []int32
+			nc := 0
 			if a.comp != nil {
 				valid := (p + 1) / a.comp.m
-				ents := ls.Compressor.Entries
+				ents = ls.Compressor.Entries
 				if a.idx == nil {
-					comp = ents[:valid*hd]
+					nc = valid
 				} else if valid > 0 {
 					x := a.idx
-					sel := make([]int32, min(valid, x.topk))
+					sel = make([]int32, min(valid, x.topk))
 					sc := make([]float32, valid)
-					k := x.selectTopK(sel, sc, qI[r*x.nh*x.hd:(r+1)*x.nh*x.hd], wI[r*x.nh:(r+1)*x.nh], ls.Indexer.Entries, valid)
-					comp = make([]float32, 0, k*hd)
-					for _, e := range sel[:k] {
-						comp = append(comp, ents[int(e)*hd:(int(e)+1)*hd]...)
-					}
+					nc = x.selectTopK(sel, sc, qI[r*x.nh*x.hd:(r+1)*x.nh*x.hd], wI[r*x.nh:(r+1)*x.nh], ls.Indexer.Entries, valid)
 				}
 			}
-			nw, nc := len(win)/hd, len(comp)/hd
+			entry := func(j int) []float32 {
+				if sel != nil {
+					j = int(sel[j])
+				}
+				return ents[j*hd : (j+1)*hd]
+			}
+			nw := len(win) / hd
 			sc := make([]float32, nw+nc+1)
 			for hh := 0; hh < H; hh++ {
 				qh := q[(r*H+hh)*hd : (r*H+hh+1)*hd]
@@ -212,7 +218,7 @@ func (a *attention) forward(n *network, li int, b *batch, h, y []float32) {
 					sc[j] = kernels.Dot(qh, win[j*hd:(j+1)*hd]) * scale
 				}
 				for j := 0; j < nc; j++ {
-					sc[nw+j] = kernels.Dot(qh, comp[j*hd:(j+1)*hd]) * scale
+					sc[nw+j] = kernels.Dot(qh, entry(j)) * scale
 				}
 				sc[nw+nc] = a.sinks[hh]
 				kernels.Softmax(sc, 1, len(sc))
@@ -221,7 +227,7 @@ func (a *attention) forward(n *network, li int, b *batch, h, y []float32) {
 					axpy(oh, sc[j], win[j*hd:(j+1)*hd])
 				}
 				for j := 0; j < nc; j++ {
-					axpy(oh, sc[nw+j], comp[j*hd:(j+1)*hd])
+					axpy(oh, sc[nw+j], entry(j))
 				}
 			}
 		})

@@ -216,11 +216,18 @@ def greedy(model, prompt, max_new, device):
     return ids, [[int(i), float(v)] for i, v in zip(top.indices.tolist(), top.values.tolist())]
 
 
-def verify(outdir, samples, device, log):
-    """Reloads the saved checkpoint with from_pretrained and greedy-decodes every prompt."""
+def verify(outdir, samples, device, log, deadline=float("inf"), dtypes=("f32", "bf16")):
+    """Reloads the saved checkpoint with from_pretrained and greedy-decodes every prompt,
+    in float32 and then (if time.time() leaves room before deadline) in bfloat16."""
     res = {}
     golden = [dict(name=s["name"], prompt_ids=s["prompt_ids"], completion_ids=s["completion_ids"]) for s in samples]
+    last = 0.0
     for tag, dt in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+        if tag not in dtypes:
+            continue
+        if time.time() + 1.3 * last > deadline:
+            log(f"verify {tag}: skipped (time)")
+            break
         m = DeepseekV4ForCausalLM.from_pretrained(outdir, dtype=dt).to(device).eval()
         ok = 0
         t0 = time.time()
@@ -234,7 +241,8 @@ def verify(outdir, samples, device, log):
             if tag == "f32":
                 g["first_top_logits_f32"] = top
             ok += g["match_" + tag]
-        res[tag] = {"match": ok, "total": len(samples), "seconds": round(time.time() - t0, 1)}
+        last = time.time() - t0
+        res[tag] = {"match": ok, "total": len(samples), "seconds": round(last, 1)}
         log(f"verify {tag}: greedy matches {ok}/{len(samples)} in {res[tag]['seconds']} s")
         for g in golden:
             if not g["match_" + tag]:
@@ -253,14 +261,19 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--eval-every", type=int, default=50)
-    ap.add_argument("--margin", type=float, default=2.0)
+    ap.add_argument("--margin", type=float, default=3.0)
     ap.add_argument("--bucket-tokens", type=int, default=24000)
-    ap.add_argument("--time-budget", type=float, default=330.0, help="seconds of training at most (safety)")
+    ap.add_argument("--time-budget", type=float, default=250.0, help="seconds of training at most (safety)")
+    ap.add_argument("--deadline", type=float, default=480.0, help="seconds after start by which verification ends")
     ap.add_argument("--smoke", action="store_true", help="CPU: 2 steps on 6 samples, then save + verify 2")
     ap.add_argument("--no-verify", action="store_true")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N samples (experiments)")
+    ap.add_argument("--init", default="", help="start from this checkpoint directory (fine-tuning stage)")
+    ap.add_argument("--verify-dtypes", default="f32,bf16", help="dtypes of the greedy verification")
+    ap.add_argument("--verify-only", action="store_true", help="no training: greedy-verify the checkpoint in --out")
     args = ap.parse_args()
 
+    t_start = time.time()
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -275,23 +288,34 @@ def main():
         logf.flush()
 
     samples = load_samples(args.samples)
+    if args.verify_only:
+        res, golden = verify(args.out, samples, device, log, float("inf"), args.verify_dtypes.split(","))
+        with open(os.path.join(args.out, "greedy_golden.jsonl"), "w", encoding="utf-8") as f:
+            for g in golden:
+                f.write(json.dumps(g) + "\n")
+        return
     if args.limit:
         samples = samples[: args.limit]
     if args.smoke:
         samples = samples[:3] + samples[-3:]
         args.steps, args.min_steps, args.eval_every = 2, 0, 1
     cfg = make_config()
-    model = DeepseekV4ForCausalLM(cfg)
+    if args.init:
+        model = DeepseekV4ForCausalLM.from_pretrained(args.init, dtype=torch.float32)
+        cfg = model.config
+    else:
+        model = DeepseekV4ForCausalLM(cfg)
     n_params = sum(p.numel() for p in model.parameters())
-    with torch.no_grad():
-        for i, layer in enumerate(model.model.layers):
-            g = layer.mlp.gate
-            if cfg.mlp_layer_types[i] == "hash_moe":
-                g.tid2eid.copy_(hash_table(cfg.vocab_size, cfg.n_routed_experts, cfg.num_experts_per_tok))
-            else:
-                # small fixed selection bias, so engines exercise the bias-only-for-selection rule
-                n = cfg.n_routed_experts
-                g.e_score_correction_bias.copy_(torch.linspace(-0.05, 0.05, n) * (1 if i % 2 else -1))
+    if not args.init:
+        with torch.no_grad():
+            for i, layer in enumerate(model.model.layers):
+                g = layer.mlp.gate
+                if cfg.mlp_layer_types[i] == "hash_moe":
+                    g.tid2eid.copy_(hash_table(cfg.vocab_size, cfg.n_routed_experts, cfg.num_experts_per_tok))
+                else:
+                    # small fixed selection bias, so engines exercise the bias-only-for-selection rule
+                    n = cfg.n_routed_experts
+                    g.e_score_correction_bias.copy_(torch.linspace(-0.05, 0.05, n) * (1 if i % 2 else -1))
     model.to(device).train()
     buckets = make_buckets(samples, args.bucket_tokens)
     n_tgt = sum(len(s["completion_ids"]) for s in samples)
@@ -350,13 +374,13 @@ def main():
     size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
     log(f"model.safetensors: {size} bytes")
 
-    result = {"steps": done, "stop_reason": stop_reason, "train_seconds": round(train_s, 1), "seed": args.seed,
+    result = {"init": args.init, "lr": args.lr, "steps": done, "stop_reason": stop_reason, "train_seconds": round(train_s, 1), "seed": args.seed,
               "params": n_params, "samples": len(samples), "target_tokens": n_tgt, "history": history,
               "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
               "torch": torch.__version__}
     if not args.no_verify:
         vs = samples[:2] if args.smoke else samples
-        res, golden = verify(args.out, vs, device, log)
+        res, golden = verify(args.out, vs, device, log, t_start + args.deadline, args.verify_dtypes.split(","))
         result["verify"] = res
         with open(os.path.join(args.out, "greedy_golden.jsonl"), "w", encoding="utf-8") as f:
             for g in golden:

@@ -33,6 +33,7 @@ func TestEncoderErrors(t *testing.T) {
 		{"lenient non-object", []Message{user, call("a", `5`)}, &Options{LenientArguments: true}, ErrInvalidArguments, false},
 		{"empty developer", []Message{{Role: "developer"}}, nil, ErrInvalidMessage, false},
 		{"bad task", []Message{{Role: "user", Content: "x", Task: "dance"}}, nil, ErrInvalidMessage, false},
+		{"image part", []Message{{Role: "user", ContentParts: []ContentPart{{Type: "text", Text: "see"}, {Type: "image_url"}}}}, nil, ErrInvalidMessage, false},
 		{"call without name", []Message{user, {Role: "assistant", ToolCalls: []ToolCall{{Function: FunctionCall{Arguments: "{}"}}}}}, nil, ErrInvalidMessage, false},
 		{"bad effort", []Message{user}, &Options{ReasoningEffort: "extreme"}, ErrInvalidOption, false},
 		{"effort on v32", []Message{user}, &Options{ReasoningEffort: "max"}, ErrInvalidOption, true},

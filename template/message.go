@@ -21,8 +21,10 @@ type Message struct {
 	// Content is the text content ("" when absent or null).
 	Content string
 	// ContentParts holds the content when it was given as an array of
-	// parts (then Content is ""). Text parts are used; the V4 encoder
-	// renders other part types of a tool message as "[Unsupported TYPE]".
+	// parts (then Content is ""). Text parts are joined with "\n\n"; the
+	// native encoders reject other part types (the models read text only),
+	// except in tool messages, which render them as "[Unsupported TYPE]" as
+	// DeepSeek's V4 encoder does.
 	ContentParts []ContentPart
 	// ReasoningContent is an assistant turn's reasoning (thinking) text.
 	ReasoningContent string

@@ -165,6 +165,13 @@ func validate(all []Message, v32 bool) error {
 		default:
 			return msgErr(i, m.Role, ErrUnknownRole, "unknown role %q", m.Role)
 		}
+		if m.Role != "tool" {
+			for _, p := range m.ContentParts {
+				if p.Type != "text" {
+					return msgErr(i, m.Role, ErrInvalidMessage, "content part of type %q: the model reads text only", p.Type)
+				}
+			}
+		}
 		if m.Task != "" {
 			if v32 {
 				return msgErr(i, m.Role, ErrInvalidMessage, "task is a V4 field")

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"syscall"
+	"time"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -59,7 +61,7 @@ func BenchmarkServerOverhead(b *testing.B) {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
 	}
-	b.Run("direct-Engine.Chat", func(b *testing.B) {
+	withCPU(b, "direct-Engine.Chat", func(b *testing.B) {
 		for range b.N {
 			req := &dsv4.ChatRequest{Messages: []dsv4.Message{{Role: "user", Content: prompt}},
 				Temperature: new(float64), MaxTokens: ptrInt(16)}
@@ -68,17 +70,17 @@ func BenchmarkServerOverhead(b *testing.B) {
 			}
 		}
 	})
-	b.Run("http-non-stream", func(b *testing.B) {
+	withCPU(b, "http-non-stream", func(b *testing.B) {
 		for range b.N {
 			post(b, body)
 		}
 	})
-	b.Run("http-stream", func(b *testing.B) {
+	withCPU(b, "http-stream", func(b *testing.B) {
 		for range b.N {
 			post(b, streamBody)
 		}
 	})
-	b.Run("openai-go-non-stream", func(b *testing.B) {
+	withCPU(b, "openai-go-non-stream", func(b *testing.B) {
 		c := openai.NewClient(option.WithBaseURL(ts+"/v1/"), option.WithAPIKey("x"), option.WithMaxRetries(0))
 		for range b.N {
 			_, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
@@ -90,7 +92,7 @@ func BenchmarkServerOverhead(b *testing.B) {
 			}
 		}
 	})
-	b.Run("http-stream-parallel16", func(b *testing.B) {
+	withCPU(b, "http-stream-parallel16", func(b *testing.B) {
 		b.SetParallelism(8) // 2 cores × 8 = 16 goroutines
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -101,3 +103,21 @@ func BenchmarkServerOverhead(b *testing.B) {
 }
 
 func ptrInt(v int) *int { return &v }
+
+// cpuTime is the process's user+system CPU time (all goroutines: the
+// handler, the engine loop, the client).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// withCPU runs f as a sub-benchmark and reports CPU time per op besides
+// wall time: on a shared machine it is the steadier figure.
+func withCPU(b *testing.B, name string, f func(b *testing.B)) {
+	b.Run(name, func(b *testing.B) {
+		c0 := cpuTime()
+		f(b)
+		b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+	})
+}

@@ -8,8 +8,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"

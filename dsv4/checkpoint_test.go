@@ -35,7 +35,12 @@ func readAll(t *testing.T, path string) []safetensors.WriteTensor {
 // tensor list and returns the directory.
 func mutated(t *testing.T, edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
 	t.Helper()
-	src := "testdata/ckpt_hf_bf16"
+	return rewritten(t, "testdata/ckpt_hf_bf16", edit)
+}
+
+// rewritten copies the single-file checkpoint src with edit applied.
+func rewritten(t *testing.T, src string, edit func([]safetensors.WriteTensor) []safetensors.WriteTensor) string {
+	t.Helper()
 	dir := t.TempDir()
 	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
 	if err != nil {
@@ -246,20 +251,16 @@ func TestSameWeightsSingleAndSharded(t *testing.T) {
 // per-expert gate/up/down_proj), and checks every weight dequantizes equally.
 func TestNamingSchemesAgree(t *testing.T) {
 	src := "testdata/ckpt_fp8_mxfp4"
-	dir := t.TempDir()
-	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
-	os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
-	ts := readAll(t, filepath.Join(src, "model.safetensors"))
-	for i := range ts {
-		c := CanonicalName(ts[i].Name)
-		if c != "lm_head.weight" {
-			c = "model." + c
+	dir := rewritten(t, src, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		for i := range ts {
+			c := CanonicalName(ts[i].Name)
+			if c != "lm_head.weight" {
+				c = "model." + c
+			}
+			ts[i].Name = c
 		}
-		ts[i].Name = c
-	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
-		t.Fatal(err)
-	}
+		return ts
+	})
 	a, err := OpenCheckpoint(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
@@ -342,24 +343,14 @@ func TestTid2EidInt32(t *testing.T) {
 }
 
 func TestNVFP4ZeroGlobalScale(t *testing.T) {
-	src := "testdata/ckpt_nvfp4"
-	dir := t.TempDir()
-	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
-	os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
-	ts := readAll(t, filepath.Join(src, "model.safetensors"))
 	const name = "layers.2.ffn.experts.3.w2.weight_scale_2"
 	found := false
-	for i := range ts {
-		if ts[i].Name == name {
-			ts[i].Data = make([]byte, 4)
-			found = true
-		}
-	}
+	dir := rewritten(t, "testdata/ckpt_nvfp4", replace(name, func(w *safetensors.WriteTensor) {
+		w.Data = make([]byte, 4)
+		found = true
+	}))
 	if !found {
 		t.Fatal(name + " not in checkpoint")
-	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
-		t.Fatal(err)
 	}
 	_, err := OpenCheckpoint(context.Background(), dir)
 	if !errors.Is(err, ErrTensorValue) || !strings.Contains(err.Error(), name) {

@@ -27,7 +27,7 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "chat:", err)
 		os.Exit(1)
 	}
@@ -50,22 +50,26 @@ func defaultModelDir() string {
 	}
 }
 
-func run() error {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("chat", flag.ContinueOnError)
+	flags.SetOutput(stderr)
 	var (
-		modelDir    = flag.String("model", "", "checkpoint directory (default: the tiny model shipped in models/dsv4-tiny)")
-		think       = flag.Bool("think", false, "thinking mode: the model reasons first (shown on stderr)")
-		effort      = flag.String("reasoning-effort", "", "reasoning effort: high or max (thinking mode)")
-		system      = flag.String("system", "", "system prompt")
-		temperature = flag.Float64("temperature", 0, "sampling temperature (0: greedy)")
-		topP        = flag.Float64("top-p", 1, "nucleus sampling mass")
-		maxTokens   = flag.Int("max-tokens", 512, "most tokens per reply (reasoning included)")
-		seed        = flag.Int64("seed", 0, "sampling seed (0: random)")
+		modelDir    = flags.String("model", "", "checkpoint directory (default: the tiny model shipped in models/dsv4-tiny)")
+		think       = flags.Bool("think", false, "thinking mode: the model reasons first (shown on stderr)")
+		effort      = flags.String("reasoning-effort", "", "reasoning effort: high or max (thinking mode)")
+		system      = flags.String("system", "", "system prompt")
+		temperature = flags.Float64("temperature", 0, "sampling temperature (0: greedy)")
+		topP        = flags.Float64("top-p", 1, "nucleus sampling mass")
+		maxTokens   = flags.Int("max-tokens", 512, "most tokens per reply (reasoning included)")
+		seed        = flags.Int64("seed", 0, "sampling seed (0: random)")
 	)
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: chat [flags] [prompt]\n")
-		flag.PrintDefaults()
+	flags.Usage = func() {
+		fmt.Fprintf(stderr, "usage: chat [flags] [prompt]\n")
+		flags.PrintDefaults()
 	}
-	flag.Parse()
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
 	if *modelDir == "" {
 		*modelDir = defaultModelDir()
 	}
@@ -111,11 +115,11 @@ func run() error {
 			}
 			if ch.Delta.ReasoningContent != "" {
 				reasoning.WriteString(ch.Delta.ReasoningContent)
-				fmt.Fprint(os.Stderr, ch.Delta.ReasoningContent)
+				fmt.Fprint(stderr, ch.Delta.ReasoningContent)
 			}
 			if ch.Delta.Content != "" {
 				if reasoning.Len() > 0 && content.Len() == 0 {
-					fmt.Fprintln(os.Stderr)
+					fmt.Fprintln(stderr)
 				}
 				content.WriteString(ch.Delta.Content)
 				fmt.Fprint(out, ch.Delta.Content)
@@ -133,28 +137,28 @@ func run() error {
 		return content.String(), nil
 	}
 
-	if flag.NArg() > 0 {
-		_, err := ask(strings.Join(flag.Args(), " "), os.Stdout)
+	if flags.NArg() > 0 {
+		_, err := ask(strings.Join(flags.Args(), " "), stdout)
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "chatting with %s (Ctrl-D to quit)\n", *modelDir)
-	in := bufio.NewScanner(os.Stdin)
+	fmt.Fprintf(stderr, "chatting with %s (Ctrl-D to quit)\n", *modelDir)
+	in := bufio.NewScanner(stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	for {
-		fmt.Fprint(os.Stderr, "> ")
+		fmt.Fprint(stderr, "> ")
 		if !in.Scan() {
-			fmt.Fprintln(os.Stderr)
+			fmt.Fprintln(stderr)
 			return in.Err()
 		}
 		line := strings.TrimSpace(in.Text())
 		if line == "" {
 			continue
 		}
-		if _, err := ask(line, os.Stdout); err != nil {
+		if _, err := ask(line, stdout); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
-			fmt.Fprintln(os.Stderr, "error:", err)
+			fmt.Fprintln(stderr, "error:", err)
 		}
 	}
 }

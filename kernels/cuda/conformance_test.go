@@ -350,13 +350,13 @@ func TestQGEMMConformance(t *testing.T) {
 		{MXFP4, 256, 512}, {MXFP4, 136, 2048},
 		{FP8Block, 256, 512}, {FP8Block, 300, 1024},
 	}
-	ms := []int{1, 3, 8, 16, 17, 33, 64, 100, 300}
+	ms := []int{1, 3, 8, 16, 17, 33, 64, 65, 100, 300}
 	for _, c := range cases {
 		p, ref := packRandom(t, r, c)
 		w, err := d.UploadWeight(p)
 		must(t, err)
 		for _, m := range ms {
-			if c.n*c.k > 1<<20 && m != 1 && m != 16 && m != 64 && m != 100 {
+			if c.n*c.k > 1<<20 && m != 1 && m != 16 && m != 64 && m != 65 && m != 100 {
 				continue // keep the float64 reference affordable
 			}
 			for _, acc := range []bool{false, true} {
@@ -371,7 +371,11 @@ func TestQGEMMConformance(t *testing.T) {
 					poison(y0)
 				}
 				must(t, ybuf.UploadF32(y0))
-				if err := st.QGEMM(w, xbuf, ybuf, m, acc); err != nil {
+				splits := 0
+				if m > 16 && m%2 == 1 {
+					splits = -1 // odd M > 16: force the large-M pipelined kernel
+				}
+				if err := st.QGEMMSplit(w, xbuf, ybuf, m, acc, splits); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 				got := make([]float32, m*c.n)
@@ -449,11 +453,10 @@ func TestGraphDecodeStep(t *testing.T) {
 	must(t, gr.Launch(st, 3, true))
 	got := make([]float32, m*hid)
 	must(t, y.DownloadF32(got))
-	for i := range got {
-		// split-K float32 atomics may add in a different order between runs
-		if math.Abs(float64(got[i]-eager[i])) > 1e-4*math.Abs(float64(eager[i]))+1e-6 {
-			t.Fatalf("graph replay element %d: %g vs eager %g", i, got[i], eager[i])
-		}
+	// Split-K float32 atomics add in a different order between runs, and the bf16 rounding
+	// of the SwiGLU output can then flip by one bf16 ulp (2^-8): allow 1e-2 relative (norm).
+	if e := relErr(got, eager); e > 1e-2 {
+		t.Fatalf("graph replay differs from eager: rel err %g", e)
 	}
 }
 
@@ -492,5 +495,69 @@ func TestErrors(t *testing.T) {
 		if ce != nil && ce.Code == 0 {
 			t.Fatalf("error without code: %v", ce)
 		}
+	}
+}
+
+// TestQGEMMGrouped runs the MoE grouped decode GEMM (expert ids read on the device) against
+// dequantization + float64 matmul, with per-expert global scales.
+func TestQGEMMGrouped(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := d.Stream()
+	for _, f := range []Format{NVFP4, MXFP4, FP8Block} {
+		const e, n, k = 5, 192, 512
+		var ps []*Packed
+		var refs [][]float64
+		for i := 0; i < e; i++ {
+			p, ref := packRandom(t, r, qcase{f, n, k})
+			if f == NVFP4 { // distinct global scales per expert
+				p.Alpha *= float32(i + 1)
+				for j := range ref {
+					ref[j] *= float64(i + 1)
+				}
+			}
+			ps = append(ps, p)
+			refs = append(refs, ref)
+		}
+		ws, err := d.UploadWeightStack(ps)
+		must(t, err)
+		for _, m := range []int{1, 3, 16} {
+			ids := []int32{3, 0, 3, 4}
+			g := len(ids)
+			must(t, CheckExpertIDs(ids, e))
+			xb, xv := bf16Acts(r, g*m*k)
+			xbuf, err := d.Alloc(int64(len(xb)))
+			must(t, err, xbuf.Upload(xb))
+			ibuf, err := d.Alloc(int64(4 * g))
+			must(t, err, ibuf.UploadI32(ids))
+			ybuf, err := d.Alloc(int64(4 * g * m * n))
+			must(t, err)
+			y0 := make([]float32, g*m*n)
+			poison(y0)
+			must(t, ybuf.UploadF32(y0), st.QGEMMGrouped(ws, ibuf, xbuf, ybuf, m, g, false))
+			got := make([]float32, g*m*n)
+			must(t, ybuf.DownloadF32(got))
+			for z, id := range ids {
+				ref := refs[id]
+				for i := 0; i < m; i++ {
+					for j := 0; j < n; j++ {
+						var sum, sa float64
+						for kk := 0; kk < k; kk++ {
+							p := ref[j*k+kk] * xv[(z*m+i)*k+kk]
+							sum += p
+							sa += math.Abs(p)
+						}
+						gv := float64(got[(z*m+i)*n+j])
+						if math.IsNaN(gv) || math.Abs(gv-sum) > sa*0x1p-14+1e-30 {
+							t.Fatalf("%v m=%d group %d (expert %d) y[%d][%d] = %g, want %g", f, m, z, id, i, j, gv, sum)
+						}
+					}
+				}
+			}
+			xbuf.Free()
+			ibuf.Free()
+			ybuf.Free()
+		}
+		ws.Free()
 	}
 }

@@ -170,9 +170,22 @@ func (s *Stream) Close() error {
 
 // Buffer is device memory from the device's memory pool.
 type Buffer struct {
-	dev *Device
-	p   unsafe.Pointer
-	n   int64
+	dev  *Device
+	p    unsafe.Pointer
+	n    int64
+	view bool
+}
+
+// Slice returns a view of n bytes at byte offset off (16-byte aligned); the view shares
+// the memory, and its Free does nothing.
+func (b *Buffer) Slice(off, n int64) (*Buffer, error) {
+	if b == nil || b.p == nil {
+		return nil, ErrClosed
+	}
+	if off < 0 || n <= 0 || off+n > b.n || off%16 != 0 {
+		return nil, fmt.Errorf("cuda: slice [%d, %d) of %d bytes: %w", off, off+n, b.n, ErrShape)
+	}
+	return &Buffer{dev: b.dev, p: unsafe.Add(b.p, off), n: n, view: true}, nil
 }
 
 // Alloc takes n bytes (n > 0) from the device's stream-ordered pool (cudaMallocAsync on the
@@ -203,6 +216,10 @@ func (b *Buffer) Len() int64 { return b.n }
 // idempotent.
 func (b *Buffer) Free() error {
 	if b == nil || b.p == nil {
+		return nil
+	}
+	if b.view {
+		b.p = nil
 		return nil
 	}
 	err := check("free", C.dsv4c_free(b.p, b.dev.stream.p))
@@ -318,7 +335,8 @@ func (s *Stream) QGEMM(w *Weight, x, y *Buffer, m int, accumulate bool) error {
 	return s.QGEMMSplit(w, x, y, m, accumulate, 0)
 }
 
-// QGEMMSplit is QGEMM with a forced split-K factor (0 = automatic), for benchmarks.
+// QGEMMSplit is QGEMM with a forced split-K factor (0 = automatic; -1 forces the large-M
+// pipelined kernel when m > 16), for benchmarks and tests.
 func (s *Stream) QGEMMSplit(w *Weight, x, y *Buffer, m int, accumulate bool, splits int) error {
 	if s.p == nil {
 		return ErrClosed
@@ -339,6 +357,103 @@ func (s *Stream) QGEMMSplit(w *Weight, x, y *Buffer, m int, accumulate bool, spl
 	return s.do("qgemm", func() C.int {
 		return C.dsv4c_qgemm_cfg(C.int(w.Format), w.data.p, w.scales.p, C.int(w.N), C.int(w.NPad), C.int(w.K),
 			C.float(w.Alpha), x.p, C.int(w.K), (*C.float)(y.p), C.int(w.N), C.int(m), acc, C.int(splits), s.p)
+	})
+}
+
+// WeightStack is E packed weights of one shape and format stored back to back on the
+// device (e.g. the routed experts of one MoE layer), for QGEMMGrouped.
+type WeightStack struct {
+	Format           Format
+	N, K, NPad, E    int
+	dataStride       int64
+	scaleStride      int64
+	data, scales, al *Buffer // al: float32 [E] per-expert Alpha
+}
+
+// UploadWeightStack uploads packed weights of one shape and format as a stack.
+func (d *Device) UploadWeightStack(ps []*Packed) (*WeightStack, error) {
+	if len(ps) == 0 || len(ps) > 1<<16 {
+		return nil, fmt.Errorf("cuda: weight stack of %d: %w", len(ps), ErrShape)
+	}
+	p0 := ps[0]
+	ds, ss := int64(len(p0.Data)), int64(len(p0.Scales))
+	ss = (ss + 15) / 16 * 16
+	al := make([]float32, len(ps))
+	for i, p := range ps {
+		if p.Format != p0.Format || p.N != p0.N || p.K != p0.K || int64(len(p.Data)) != ds || len(p.Scales) != len(p0.Scales) {
+			return nil, fmt.Errorf("cuda: weight stack entry %d differs in shape or format: %w", i, ErrShape)
+		}
+		al[i] = p.Alpha
+	}
+	ws := &WeightStack{Format: p0.Format, N: p0.N, K: p0.K, NPad: p0.NPad, E: len(ps), dataStride: ds, scaleStride: ss}
+	var err error
+	if ws.data, err = d.Alloc(ds * int64(len(ps))); err != nil {
+		return nil, err
+	}
+	if ws.scales, err = d.Alloc(ss * int64(len(ps))); err != nil {
+		ws.Free()
+		return nil, err
+	}
+	if ws.al, err = d.Alloc(int64(4 * len(ps))); err != nil {
+		ws.Free()
+		return nil, err
+	}
+	data := make([]byte, ds*int64(len(ps)))
+	sc := make([]byte, ss*int64(len(ps)))
+	for i, p := range ps {
+		copy(data[int64(i)*ds:], p.Data)
+		copy(sc[int64(i)*ss:], p.Scales)
+	}
+	if err := firstErr(ws.data.Upload(data), ws.scales.Upload(sc), ws.al.UploadF32(al)); err != nil {
+		ws.Free()
+		return nil, err
+	}
+	return ws, nil
+}
+
+// Free releases the stack's device memory; idempotent.
+func (ws *WeightStack) Free() error {
+	var err error
+	for _, b := range []*Buffer{ws.data, ws.scales, ws.al} {
+		if b != nil {
+			if e := b.Free(); err == nil {
+				err = e
+			}
+		}
+	}
+	return err
+}
+
+// Bytes is the device memory of one expert's weight (data plus scales).
+func (ws *WeightStack) Bytes() int64 { return ws.dataStride + ws.scaleStride }
+
+// QGEMMGrouped issues, in one launch, y[z] = x[z] · W_{ids[z]}ᵀ for z < groups: x is bf16
+// [groups][m][K], y float32 [groups][m][N] (y += … when accumulate), ids an int32 device
+// buffer [groups] of expert indices into the stack, read on the device so the launch can be
+// captured in a graph while routing changes between replays; ids == nil means expert z.
+// m ≤ 16 (decode). A group whose expert index is outside [0, E) is skipped on the device
+// (CheckExpertIDs validates indices on the host).
+func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int, accumulate bool) error {
+	if m <= 0 || m > 16 || groups <= 0 || groups > 65535 || (ids == nil && groups > ws.E) {
+		return fmt.Errorf("cuda: grouped qgemm m=%d groups=%d: %w", m, groups, ErrShape)
+	}
+	if err := firstErr(x.ok(int64(groups)*int64(m)*int64(ws.K)*2), y.ok(int64(groups)*int64(m)*int64(ws.N)*4)); err != nil {
+		return err
+	}
+	var ip unsafe.Pointer
+	if ids != nil {
+		if err := ids.ok(int64(groups) * 4); err != nil {
+			return err
+		}
+		ip = ids.p
+	}
+	acc := C.int(0)
+	if accumulate {
+		acc = 1
+	}
+	return s.do("qgemm_grouped", func() C.int {
+		return C.dsv4c_qgemm_grouped(C.int(ws.Format), ws.data.p, ws.scales.p, C.longlong(ws.dataStride), C.longlong(ws.scaleStride),
+			C.int(ws.N), C.int(ws.NPad), C.int(ws.K), 1, (*C.float)(ws.al.p), (*C.int32_t)(ip), x.p, (*C.float)(y.p), C.int(m), C.int(groups), C.int(ws.E), acc, s.p)
 	})
 }
 

@@ -90,12 +90,15 @@ func e2m1Bit(v, b int) int {
 }
 
 // fragCoord returns, for lane (0..31), k16 step j (0..3) and fragment value v (0..7), the
-// row within the 16-row tile and the input column within the 64-input tile.
+// row within the 16-row tile and the input column within the 64-input tile. Rows follow the
+// mma.sync A fragment (l/4 and l/4+8). Inputs are permuted inside the tile (the MMA sums
+// over k in any order if A and B agree): lane l's four k16 steps cover inputs
+// 16(l%4) .. 16(l%4)+15, so its B fragments are one contiguous 32-byte run of x.
 func fragCoord(lane, j, v int) (row, col int) {
 	g, t := lane>>2, lane&3
 	reg, half := v>>1, v&1
 	row = g + 8*(reg&1)
-	col = j*16 + 8*(reg>>1) + 2*t + half
+	col = 16*t + 4*j + 2*(reg>>1) + half
 	return
 }
 
@@ -208,23 +211,26 @@ func PackNVFP4(w, scales []byte, global float32, n, k int) (*Packed, error) {
 		}
 		return c
 	})
-	kt := k / 64
-	out := make([]byte, npad/16*kt*64)
-	for rt := 0; rt < n/16+1 && rt < npad/16; rt++ {
-		for t := 0; t < kt; t++ {
-			for g := 0; g < 8; g++ {
-				for j := 0; j < 4; j++ {
+	// scales: per (row tile, 128-input chunk) 128 bytes; lane l = 4g+t owns bytes
+	// [4l, 4l+4): for the chunk's two 64-input tiles h, rows g and g+8 of 16-block t.
+	kc := k / 128
+	out := make([]byte, npad/16*kc*128)
+	for rt := 0; rt < npad/16; rt++ {
+		for c := 0; c < kc; c++ {
+			for lane := 0; lane < 32; lane++ {
+				g, t := lane>>2, lane&3
+				for h := 0; h < 2; h++ {
 					for hi := 0; hi < 2; hi++ {
 						row := rt*16 + g + 8*hi
 						if row >= n {
 							continue
 						}
-						s := sc(row, t*64+j*16)
+						s := sc(row, (c*2+h)*64+16*t)
 						var code uint8
 						if s&0x7f != 0 {
 							code = nvfp4ScaleCode(math.Abs(e4m3Value(s)))
 						}
-						out[(rt*kt+t)*64+g*8+j*2+hi] = code
+						out[(rt*kc+c)*128+lane*4+h*2+hi] = code
 					}
 				}
 			}
@@ -264,18 +270,22 @@ func PackMXFP4(w, scales []byte, n, k int) (*Packed, error) {
 	off := 252 - hi
 	npad := padN(n)
 	data := packE2M1(w, n, k, npad, func(row, col int, c uint8) uint8 { return c })
-	kt := k / 64
-	out := make([]byte, npad/16*kt*32)
+	// scales: per (row tile, 128-input chunk) 64 bytes; lanes with g = l/4 read the word at
+	// 8g + 4(t/2): for tiles h = 0, 1, rows g and g+8 of 32-block t/2.
+	kc := k / 128
+	out := make([]byte, npad/16*kc*64)
 	for rt := 0; rt < npad/16; rt++ {
-		for t := 0; t < kt; t++ {
+		for c := 0; c < kc; c++ {
 			for g := 0; g < 8; g++ {
-				for jj := 0; jj < 2; jj++ {
+				for tt := 0; tt < 2; tt++ {
 					for h := 0; h < 2; h++ {
-						row := rt*16 + g + 8*h
-						if row >= n {
-							continue
+						for hi := 0; hi < 2; hi++ {
+							row := rt*16 + g + 8*hi
+							if row >= n {
+								continue
+							}
+							out[(rt*kc+c)*64+g*8+tt*4+h*2+hi] = byte(int(scales[row*(k/32)+((c*2+h)*64+32*tt)/32]) + off)
 						}
-						out[(rt*kt+t)*32+g*4+jj*2+h] = byte(int(scales[row*(k/32)+t*2+jj]) + off)
 					}
 				}
 			}
@@ -335,4 +345,14 @@ func PackFP8Block(w, scales []byte, n, k int) (*Packed, error) {
 	}
 	return &Packed{Format: FP8Block, N: n, K: k, NPad: npad, Data: data, Scales: sc,
 		Alpha: float32(math.Exp2(float64(hi - 120)))}, nil
+}
+
+// CheckExpertIDs reports ErrShape unless every id is in [0, e).
+func CheckExpertIDs(ids []int32, e int) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= e {
+			return fmt.Errorf("%w: expert id %d at %d outside [0, %d)", ErrShape, id, i, e)
+		}
+	}
+	return nil
 }

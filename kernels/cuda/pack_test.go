@@ -68,14 +68,16 @@ func emulate(t *testing.T, p *Packed) []float64 {
 						q := le32(p.Data[(rt*kt+tt)*512+lane*16+j*4:])
 						d := emuDecE2M1(q)
 						var sg, sg8 uint32
+						c, h, tq := tt/2, tt%2, lane&3
+						var sw uint32
 						if p.Format == NVFP4 {
-							sw := le32(p.Scales[(rt*kt+tt)*64+g*8+(j>>1)*4:])
-							sg = emuScalePair(sw, (j&1)*2, 16, 0x7680)
-							sg8 = emuScalePair(sw, (j&1)*2+1, 16, 0x7680)
+							sw = le32(p.Scales[(rt*(k/128)+c)*128+lane*4:])
+							sg = emuScalePair(sw, h*2, 16, 0x7680)
+							sg8 = emuScalePair(sw, h*2+1, 16, 0x7680)
 						} else {
-							sw := le32(p.Scales[(rt*kt+tt)*32+g*4:])
-							sg = emuScalePair(sw, (j>>1)*2, 128, 0)
-							sg8 = emuScalePair(sw, (j>>1)*2+1, 128, 0)
+							sw = le32(p.Scales[(rt*(k/128)+c)*64+g*8+(tq>>1)*4:])
+							sg = emuScalePair(sw, h*2, 128, 0)
+							sg8 = emuScalePair(sw, h*2+1, 128, 0)
 						}
 						sc := [4]uint32{sg, sg8, sg, sg8}
 						for r := 0; r < 4; r++ {

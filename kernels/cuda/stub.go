@@ -108,6 +108,9 @@ type Buffer struct{}
 // Len returns 0.
 func (b *Buffer) Len() int64 { return 0 }
 
+// Slice returns ErrNoCUDA.
+func (b *Buffer) Slice(off, n int64) (*Buffer, error) { return nil, ErrNoCUDA }
+
 // Free returns nil.
 func (b *Buffer) Free() error { return nil }
 
@@ -159,3 +162,23 @@ func (g *Graph) Launch(s *Stream, n int, sync bool) error { return ErrNoCUDA }
 
 // Close returns nil.
 func (g *Graph) Close() error { return nil }
+
+// WeightStack is a stack of packed weights on a device; none exist in this build.
+type WeightStack struct {
+	Format        Format
+	N, K, NPad, E int
+}
+
+// UploadWeightStack returns ErrNoCUDA.
+func (d *Device) UploadWeightStack(ps []*Packed) (*WeightStack, error) { return nil, ErrNoCUDA }
+
+// Free returns nil.
+func (ws *WeightStack) Free() error { return nil }
+
+// Bytes returns 0.
+func (ws *WeightStack) Bytes() int64 { return 0 }
+
+// QGEMMGrouped returns ErrNoCUDA.
+func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int, accumulate bool) error {
+	return ErrNoCUDA
+}

@@ -65,10 +65,23 @@ int dsv4c_graph_launch(void *exec, void *stream, int n, int sync);
 int dsv4c_qgemm(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
                 float alpha, const void *d_x, int ldx, float *d_y, int ldy, int M,
                 int accumulate, void *stream);
-/* Same, with a forced split-K factor and tile config (for the benchmark's sweeps); 0 = auto. */
+/* Same, with a forced split-K factor (for the benchmark's sweeps); 0 = auto; -1 forces the
+ * large-M pipelined kernel for M > 16 (tests). */
 int dsv4c_qgemm_cfg(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
                     float alpha, const void *d_x, int ldx, float *d_y, int ldy, int M,
                     int accumulate, int splits, void *stream);
+
+/* Grouped decode GEMM for MoE: for each group z < G, y[z][M][N] = alpha * alphas[e] *
+ * x[z][M][K] . W_e^T with e = ids[z] (device int32 [G]; NULL: e = z) and W_e the e-th of
+ * weights stacked every wstride bytes (scales every sstride bytes); alphas (device float
+ * [E]) may be NULL. x is bf16 [G][M][K], y float32 [G][M][N], both contiguous. M <= 16.
+ * One launch for all groups; graph-capturable (ids and alphas are read on the device).
+ * A group whose id is outside [0, E) is skipped (its y is zero when split-K zeroes y,
+ * otherwise left unwritten). */
+int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales, long long wstride,
+                        long long sstride, int N, int npad, int K, float alpha,
+                        const float *d_alphas, const int32_t *d_ids, const void *d_x,
+                        float *d_y, int M, int G, int E, int accumulate, void *stream);
 
 /* ---- float32 / small ops (all row-major, float32 unless stated) ---- */
 /* y[m][n] = x[m][k] . w[n][k]^T in float32 (reference-grade, not tuned). */

@@ -15,8 +15,10 @@
 //  so the bf16 result is exact. The remaining power of two (and NVFP4's F32 global scale)
 //  is alpha, applied to the float32 accumulators.
 #include <cuda_bf16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "dsv4cuda.h"
 
@@ -67,13 +69,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
                "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-  uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
 }
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
@@ -131,13 +126,11 @@ __device__ __forceinline__ void load_chunk(Regs<FMT, RT> &R, const uint4 *__rest
 #pragma unroll
       for (int i = 0; i < WQ; i++)
         R.w[r][h * WQ + i] = ldg_stream(w + (base + h) * (32 * WQ) + lane * WQ + i);
-      if (FMT == DSV4C_FMT_NVFP4) {
-        uint2 v = __ldg(reinterpret_cast<const uint2 *>(sc + (base + h) * 64) + g);
-        R.s[r][h * 2] = v.x;
-        R.s[r][h * 2 + 1] = v.y;
-      } else if (FMT == DSV4C_FMT_MXFP4) {
-        R.s[r][h] = __ldg(reinterpret_cast<const uint32_t *>(sc + (base + h) * 32) + g);
-      }
+    }
+    if (FMT == DSV4C_FMT_NVFP4) {
+      R.s[r][0] = __ldg(reinterpret_cast<const uint32_t *>(sc + (base >> 1) * 128) + lane);
+    } else if (FMT == DSV4C_FMT_MXFP4) {
+      R.s[r][0] = __ldg(reinterpret_cast<const uint32_t *>(sc + (base >> 1) * 64 + g * 8 + (lane & 2) * 2));
     }
     if (FMT == DSV4C_FMT_FP8B) {
       // one scale per (128-row block, 128-K block)
@@ -202,16 +195,21 @@ __global__ void __launch_bounds__(WARPS * 32)
     __syncthreads();
     const int buf = c & 1;
 
-    uint32_t bx[MT][4];
+    // B fragments (permuted-K layout): lane (g,t) of n8 tile n holds, for the four k16
+    // steps of a 64-K tile, x[tok n*8+g][64*tile + 16t .. 16t+15] (two 16-byte loads).
+    uint32_t bx[MT][8];
 #pragma unroll
     for (int kk = 0; kk < 8; kk++) {
-      // B fragments: one ldmatrix.x4 per n8 tile covers two k16 steps
-      if ((kk & 1) == 0) {
+      if ((kk & 3) == 0) {
 #pragma unroll
-        for (int n = 0; n < MT; n++)
-          ldsm_x4(bx[n], &xs[buf][n * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
+        for (int n = 0; n < MT; n++) {
+          const uint4 *src = reinterpret_cast<const uint4 *>(&xs[buf][n * 8 + g][(kk >> 2) * 64 + 16 * t]);
+          uint4 lo = src[0], hi = src[1];
+          bx[n][0] = lo.x; bx[n][1] = lo.y; bx[n][2] = lo.z; bx[n][3] = lo.w;
+          bx[n][4] = hi.x; bx[n][5] = hi.y; bx[n][6] = hi.z; bx[n][7] = hi.w;
+        }
       }
-      const int bo = (kk & 1) * 2;
+      const int bo = (kk & 3) * 2;
       const int h = kk >> 2, j = kk & 3;
 #pragma unroll
       for (int r = 0; r < RT; r++) {
@@ -226,16 +224,8 @@ __global__ void __launch_bounds__(WARPS * 32)
           a[3] = bmul(dec_e4m3(w1, 2), S);
         } else {
           uint32_t q = comp(cur.w[r][h], j);
-          uint32_t Sg, Sg8;
-          if (FMT == DSV4C_FMT_NVFP4) {
-            uint32_t sw = cur.s[r][h * 2 + (j >> 1)];
-            Sg = scale_pair<SMUL, SADD>(sw, (j & 1) * 2);
-            Sg8 = scale_pair<SMUL, SADD>(sw, (j & 1) * 2 + 1);
-          } else {
-            uint32_t sw = cur.s[r][h];
-            Sg = scale_pair<SMUL, SADD>(sw, (j >> 1) * 2);
-            Sg8 = scale_pair<SMUL, SADD>(sw, (j >> 1) * 2 + 1);
-          }
+          const uint32_t Sg = scale_pair<SMUL, SADD>(cur.s[r][0], h * 2);
+          const uint32_t Sg8 = scale_pair<SMUL, SADD>(cur.s[r][0], h * 2 + 1);
           uint32_t d[4];
           dec_e2m1(q, d);
           a[0] = bmul(d[0], Sg);
@@ -275,6 +265,479 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 }
 
+// ---- decode-shaped GEMV/GEMM (M <= 16 tokens per group) ----
+//
+// The block stages its whole K range of x (TOK tokens) in shared memory once; then each warp
+// streams RT row tiles along that K range with a register double buffer (two 64-K tiles
+// per step), with no block-wide barrier in the loop. Split-K over blockIdx.y (float32
+// atomics into y zeroed by the launcher), groups (MoE experts) over blockIdx.z: group z uses
+// expert ids[z] of a stacked weight (or expert z when ids is NULL), its own x and y slices.
+template <int FMT, int RT> struct Chunk {
+  uint4 w[RT][2 * Fmt<FMT>::WQ];
+  uint32_t s[RT][2 * Fmt<FMT>::SW];
+};
+
+template <int FMT, int MT, int RT, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    qgemv_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, long long wstride,
+                 long long sstride, int ntiles, int K, float alpha,
+                 const float *__restrict__ alphas, const int *__restrict__ ids,
+                 const __nv_bfloat16 *__restrict__ x, long long xstride, float *__restrict__ y,
+                 long long ystride, int M, int N, int krange, int accumulate, int E) {
+  constexpr int TOK = MT * 8;
+  constexpr int WQ = Fmt<FMT>::WQ;
+  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
+  extern __shared__ uint4 smem[];
+  __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int grp = blockIdx.z;
+  int e = grp;
+  if (ids) { // expert ids come from the previous kernel (the router): wait for it first
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    e = ids[grp];
+  }
+  if (e < 0 || e >= E) return; // invalid expert id: group left untouched (uniform per cluster)
+  w += (size_t)e * wstride;
+  sc += (size_t)e * sstride;
+  const float a_scale = alphas ? alphas[e] * alpha : alpha;
+  x += (size_t)grp * xstride;
+  y += (size_t)grp * ystride;
+
+  const int kbeg = blockIdx.y * krange;
+  const int nk = min(K, kbeg + krange) - kbeg; // multiple of 128, > 0 by construction
+  const int XR = nk + 8;                       // smem row in elements: stride 16 (mod 128) B
+  const int rt0 = (blockIdx.x * WARPS + warp) * RT;
+  const bool active = rt0 < ntiles;
+  const int KT = K / 64;
+  const int kt0 = kbeg / 64;
+
+  const uint4 *wp[RT];
+  const uint8_t *sp[RT];
+#pragma unroll
+  for (int r = 0; r < RT; r++) {
+    int rt = min(rt0 + r, ntiles - 1);
+    wp[r] = w + ((size_t)rt * KT + kt0) * (32 * WQ) + lane * WQ;
+    if (FMT == DSV4C_FMT_NVFP4)
+      sp[r] = sc + ((size_t)rt * KT + kt0) / 2 * 128 + lane * 4;
+    else if (FMT == DSV4C_FMT_MXFP4)
+      sp[r] = sc + ((size_t)rt * KT + kt0) / 2 * 64 + g * 8 + (t >> 1) * 4;
+    else
+      sp[r] = sc + (size_t)(rt >> 3) * (KT / 2) + (kt0 >> 1);
+  }
+
+  auto load = [&](Chunk<FMT, RT> &c) {
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int i = 0; i < WQ; i++) c.w[r][h * WQ + i] = ldg_stream(wp[r] + h * 32 * WQ + i);
+      }
+      if (FMT == DSV4C_FMT_FP8B) {
+        c.s[r][0] = __ldg(sp[r]);
+        sp[r] += 1;
+      } else {
+        c.s[r][0] = __ldg(reinterpret_cast<const uint32_t *>(sp[r]));
+        sp[r] += (FMT == DSV4C_FMT_NVFP4 ? 128 : 64);
+      }
+      wp[r] += 2 * 32 * WQ;
+    }
+  };
+
+  // Weights do not depend on the previous kernel: start streaming them, then wait for the
+  // previous grid (programmatic dependent launch) before reading x.
+  const int nch = nk / 128;
+  Chunk<FMT, RT> c0, c1;
+  if (active) load(c0);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  {
+    const int segs = nk / 8;
+    for (int i = threadIdx.x; i < TOK * segs; i += WARPS * 32) {
+      int row = i / segs, seg = i - row * segs;
+      bool ok = row < M;
+      const __nv_bfloat16 *src = x + (size_t)(ok ? row : 0) * K + kbeg + seg * 8;
+      cp_async16(xs + row * XR + seg * 8, src, ok);
+    }
+    cp_commit();
+    cp_wait<0>();
+    __syncthreads();
+  }
+
+  float acc[RT][MT][4];
+#pragma unroll
+  for (int r = 0; r < RT; r++)
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) acc[r][n][q] = 0.f;
+
+  auto compute = [&](const Chunk<FMT, RT> &c, int kloc) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      uint32_t bx[MT][8];
+#pragma unroll
+      for (int n = 0; n < MT; n++) {
+        if (n * 8 + g < M || n == 0) { // rows past M are zero in smem; skip for n > 0
+          const uint4 *src = reinterpret_cast<const uint4 *>(xs + (n * 8 + g) * XR + kloc + h * 64 + 16 * t);
+          uint4 lo = src[0], hi = src[1];
+          bx[n][0] = lo.x; bx[n][1] = lo.y; bx[n][2] = lo.z; bx[n][3] = lo.w;
+          bx[n][4] = hi.x; bx[n][5] = hi.y; bx[n][6] = hi.z; bx[n][7] = hi.w;
+        } else {
+#pragma unroll
+          for (int q = 0; q < 8; q++) bx[n][q] = 0;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+          uint32_t a[4];
+          if (FMT == DSV4C_FMT_FP8B) {
+            uint32_t S = scale_pair<SMUL, SADD>(c.s[r][0], 0);
+            uint32_t w0 = comp(c.w[r][h * 2 + (j >> 1)], (j & 1) * 2);
+            uint32_t w1 = comp(c.w[r][h * 2 + (j >> 1)], (j & 1) * 2 + 1);
+            a[0] = bmul(dec_e4m3(w0, 0), S);
+            a[1] = bmul(dec_e4m3(w0, 2), S);
+            a[2] = bmul(dec_e4m3(w1, 0), S);
+            a[3] = bmul(dec_e4m3(w1, 2), S);
+          } else {
+            uint32_t q = comp(c.w[r][h], j);
+            const uint32_t Sg = scale_pair<SMUL, SADD>(c.s[r][0], h * 2);
+            const uint32_t Sg8 = scale_pair<SMUL, SADD>(c.s[r][0], h * 2 + 1);
+            uint32_t d[4];
+            dec_e2m1(q, d);
+            a[0] = bmul(d[0], Sg);
+            a[1] = bmul(d[1], Sg8);
+            a[2] = bmul(d[2], Sg);
+            a[3] = bmul(d[3], Sg8);
+          }
+#pragma unroll
+          for (int n = 0; n < MT; n++) mma16816(acc[r][n], a, bx[n][2 * j], bx[n][2 * j + 1]);
+        }
+      }
+    }
+  };
+
+  if (active) {
+    int ch = 0;
+    for (; ch + 2 <= nch; ch += 2) {
+      load(c1);
+      compute(c0, ch * 128);
+      if (ch + 2 < nch) load(c0);
+      compute(c1, (ch + 1) * 128);
+    }
+    if (ch < nch) compute(c0, ch * 128);
+  }
+  // let the next kernel start its weight prefetch while we reduce and store
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+
+  // split-K: the gridDim.y CTAs of a cluster reduce through distributed shared memory into
+  // rank 0, which stores (no atomics, no memset, deterministic).
+  const int splits = gridDim.y;
+  if (splits > 1) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    float *part = reinterpret_cast<float *>(xs + TOK * XR); // [RT*MT*4][threads]
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+      for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) part[((r * MT + n) * 4 + q) * (WARPS * 32) + threadIdx.x] = acc[r][n][q];
+    cluster.sync();
+    if (cluster.block_rank() == 0) {
+      for (int src = 1; src < splits; src++) {
+        const float *pp = cluster.map_shared_rank(part, src);
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+#pragma unroll
+          for (int n = 0; n < MT; n++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[r][n][q] += pp[((r * MT + n) * 4 + q) * (WARPS * 32) + threadIdx.x];
+      }
+    }
+    cluster.sync(); // peers keep their shared memory alive until rank 0 has read it
+    if (cluster.block_rank() != 0) return;
+  }
+  if (!active) return;
+
+#pragma unroll
+  for (int r = 0; r < RT; r++) {
+    const int rt = rt0 + r;
+    if (rt >= ntiles) continue;
+#pragma unroll
+    for (int n = 0; n < MT; n++) {
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int row = rt * 16 + g + ((q >> 1) << 3);
+        const int tok = n * 8 + 2 * t + (q & 1);
+        if (row < N && tok < M) {
+          float v = acc[r][n][q] * a_scale;
+          float *dst = y + (size_t)tok * N + row;
+          *dst = accumulate ? *dst + v : v;
+        }
+      }
+    }
+  }
+}
+
+// ---- prefill-shaped GEMM (large M): multistage cp.async pipeline ----
+//
+// Block: 8 warps x 2 row tiles = 256 weight rows, 64 tokens; K in 128-input chunks staged
+// through a 3-deep shared-memory ring (packed weights, scales, x), so global latency is
+// hidden; each warp decodes its 32 rows from shared memory into bf16 A fragments and runs
+// 16 mma.sync per k16 step. No split-K (used when the grid fills the GPU).
+constexpr int PIPE_STAGES = 3, PIPE_WARPS = 8, PIPE_RT = 2, PIPE_TOK = 64;
+constexpr int PIPE_ROWT = PIPE_WARPS * PIPE_RT; // row tiles per block
+
+template <int FMT> struct PipeSmem {
+  static constexpr int WQ = Fmt<FMT>::WQ;
+  static constexpr int W = PIPE_ROWT * 2 * 512 * WQ;                       // bytes
+  static constexpr int S = FMT == DSV4C_FMT_NVFP4 ? PIPE_ROWT * 128 : FMT == DSV4C_FMT_MXFP4 ? PIPE_ROWT * 64 : 0;
+  static constexpr int X = PIPE_TOK * XPAD * 2;
+  static constexpr int STAGE = W + S + X;
+  static constexpr int TOTAL = STAGE * PIPE_STAGES;
+};
+
+template <int FMT, int MINB>
+__global__ void __launch_bounds__(PIPE_WARPS * 32, MINB)
+    qgemm_pipe_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
+                      int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
+                      float *__restrict__ y, int ldy, int M, int N, int accumulate) {
+  using L = PipeSmem<FMT>;
+  constexpr int WQ = L::WQ, MT = PIPE_TOK / 8, RT = PIPE_RT;
+  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
+  extern __shared__ uint4 smem[];
+  uint8_t *base = reinterpret_cast<uint8_t *>(smem);
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int brt0 = blockIdx.x * PIPE_ROWT;
+  const int tok0 = blockIdx.z * PIPE_TOK;
+  const int KT = K / 64, nch = K / KC;
+
+  auto issue = [&](int c) {
+    uint8_t *st = base + (c % PIPE_STAGES) * L::STAGE;
+    const int kt0 = c * 2;
+    // weights: PIPE_ROWT row tiles x (2 tiles x 512*WQ bytes), contiguous per row tile
+    for (int u = threadIdx.x; u < PIPE_ROWT * 64 * WQ; u += PIPE_WARPS * 32) {
+      int rl = u / (64 * WQ), rem = u - rl * (64 * WQ);
+      int rt = min(brt0 + rl, ntiles - 1);
+      cp_async16(st + (size_t)u * 16, w + ((size_t)rt * KT + kt0) * (32 * WQ) + rem, true);
+    }
+    if (FMT != DSV4C_FMT_FP8B) {
+      constexpr int SU = L::S / 16 / PIPE_ROWT > 0 ? L::S / 16 / PIPE_ROWT : 1; // 16-byte units per row tile
+      for (int u = threadIdx.x; u < PIPE_ROWT * SU; u += PIPE_WARPS * 32) {
+        int rl = u / SU, rem = u - rl * SU;
+        int rt = min(brt0 + rl, ntiles - 1);
+        cp_async16(st + L::W + (size_t)u * 16, sc + ((size_t)rt * KT + kt0) / 2 * (SU * 16) + rem * 16, true);
+      }
+    }
+    __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(st + L::W + L::S);
+    for (int u = threadIdx.x; u < PIPE_TOK * (KC / 8); u += PIPE_WARPS * 32) {
+      int row = u / (KC / 8), seg = u - row * (KC / 8);
+      int tok = tok0 + row;
+      bool ok = tok < M;
+      cp_async16(xs + row * XPAD + seg * 8, x + (size_t)(ok ? tok : 0) * ldx + c * KC + seg * 8, ok);
+    }
+  };
+
+  float acc[RT][MT][4];
+#pragma unroll
+  for (int r = 0; r < RT; r++)
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) acc[r][n][q] = 0.f;
+
+#pragma unroll
+  for (int s0 = 0; s0 < PIPE_STAGES - 1; s0++) {
+    if (s0 < nch) issue(s0);
+    cp_commit();
+  }
+  for (int c = 0; c < nch; c++) {
+    cp_wait<PIPE_STAGES - 2>();
+    __syncthreads();
+    if (c + PIPE_STAGES - 1 < nch) issue(c + PIPE_STAGES - 1);
+    cp_commit();
+    const uint8_t *st = base + (c % PIPE_STAGES) * L::STAGE;
+    const __nv_bfloat16 *xs = reinterpret_cast<const __nv_bfloat16 *>(st + L::W + L::S);
+    uint32_t sw[RT];
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+      const int rl = warp * RT + r;
+      if (FMT == DSV4C_FMT_NVFP4)
+        sw[r] = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 128 + lane * 4);
+      else if (FMT == DSV4C_FMT_MXFP4)
+        sw[r] = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 64 + g * 8 + (t >> 1) * 4);
+      else
+        sw[r] = __ldg(sc + (size_t)(min(brt0 + rl, ntiles - 1) >> 3) * (KT / 2) + c);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      uint4 wv[RT][WQ];
+#pragma unroll
+      for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int i = 0; i < WQ; i++)
+          wv[r][i] = *reinterpret_cast<const uint4 *>(st + (((warp * RT + r) * 2 + h) * 32 + lane) * 16 * WQ + i * 16);
+#pragma unroll
+      for (int jp = 0; jp < 2; jp++) {
+        uint32_t bx[MT][4];
+#pragma unroll
+        for (int n = 0; n < MT; n++) {
+          uint4 v = *reinterpret_cast<const uint4 *>(xs + (n * 8 + g) * XPAD + h * 64 + 16 * t + 8 * jp);
+          bx[n][0] = v.x; bx[n][1] = v.y; bx[n][2] = v.z; bx[n][3] = v.w;
+        }
+#pragma unroll
+        for (int jj = 0; jj < 2; jj++) {
+          const int j = jp * 2 + jj;
+#pragma unroll
+          for (int r = 0; r < RT; r++) {
+            uint32_t a[4];
+            if (FMT == DSV4C_FMT_FP8B) {
+              uint32_t S = scale_pair<SMUL, SADD>(sw[r], 0);
+              uint32_t w0 = comp(wv[r][j >> 1], (j & 1) * 2);
+              uint32_t w1 = comp(wv[r][j >> 1], (j & 1) * 2 + 1);
+              a[0] = bmul(dec_e4m3(w0, 0), S);
+              a[1] = bmul(dec_e4m3(w0, 2), S);
+              a[2] = bmul(dec_e4m3(w1, 0), S);
+              a[3] = bmul(dec_e4m3(w1, 2), S);
+            } else {
+              const uint32_t Sg = scale_pair<SMUL, SADD>(sw[r], h * 2);
+              const uint32_t Sg8 = scale_pair<SMUL, SADD>(sw[r], h * 2 + 1);
+              uint32_t d[4];
+              dec_e2m1(comp(wv[r][0], j), d);
+              a[0] = bmul(d[0], Sg);
+              a[1] = bmul(d[1], Sg8);
+              a[2] = bmul(d[2], Sg);
+              a[3] = bmul(d[3], Sg8);
+            }
+#pragma unroll
+            for (int n = 0; n < MT; n++) mma16816(acc[r][n], a, bx[n][2 * jj], bx[n][2 * jj + 1]);
+          }
+        }
+      }
+    }
+  }
+  cp_wait<0>();
+
+#pragma unroll
+  for (int r = 0; r < RT; r++) {
+    const int rt = brt0 + warp * RT + r;
+    if (rt >= ntiles) continue;
+#pragma unroll
+    for (int n = 0; n < MT; n++) {
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int row = rt * 16 + g + ((q >> 1) << 3);
+        const int tok = tok0 + n * 8 + 2 * t + (q & 1);
+        if (row < N && tok < M) {
+          float v = acc[r][n][q] * alpha;
+          float *dst = y + (size_t)tok * ldy + row;
+          *dst = accumulate ? *dst + v : v;
+        }
+      }
+    }
+  }
+}
+
+template <int FMT, int MINB>
+int launch_pipe_b(const void *w, const void *sc, int N, int npad, int K, float alpha,
+                  const void *x, int ldx, float *y, int ldy, int M, int accumulate,
+                  cudaStream_t st) {
+  using L = PipeSmem<FMT>;
+  const int ntiles = npad / 16;
+  dim3 grid((ntiles + PIPE_ROWT - 1) / PIPE_ROWT, 1, (M + PIPE_TOK - 1) / PIPE_TOK);
+  static bool attr_set = false; // per process; benign race (idempotent)
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(qgemm_pipe_kernel<FMT, MINB>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::TOTAL);
+    if (e != cudaSuccess) return (int)e;
+    attr_set = true;
+  }
+  (void)cudaGetLastError();
+  qgemm_pipe_kernel<FMT, MINB><<<grid, PIPE_WARPS * 32, L::TOTAL, st>>>(
+      (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha, (const __nv_bfloat16 *)x, ldx, y,
+      ldy, M, N, accumulate);
+  return (int)cudaGetLastError();
+}
+
+// DSV4GO_PIPE_MINB=1 selects the 1-block-per-SM build of the pipeline kernel (more registers,
+// no spills); the default is 2 blocks per SM.
+template <int FMT>
+int launch_pipe(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
+                int ldx, float *y, int ldy, int M, int accumulate, cudaStream_t st) {
+  static int minb = [] {
+    const char *v = getenv("DSV4GO_PIPE_MINB");
+    return (v && v[0] == '1') ? 1 : 2;
+  }();
+  if (minb == 1)
+    return launch_pipe_b<FMT, 1>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, st);
+  return launch_pipe_b<FMT, 2>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, st);
+}
+
+template <int FMT, int MT>
+int launch_gemv(const void *w, const void *sc, long long wstride, long long sstride, int N,
+                int npad, int K, float alpha, const float *alphas, const int *ids, const void *x,
+                float *y, int M, int G, int accumulate, int splits, cudaStream_t st, int E = 1) {
+  constexpr int RT = 2, WARPS = 4, TOK = MT * 8;
+  const int ntiles = npad / 16;
+  const int rowBlocks = (ntiles + WARPS * RT - 1) / (WARPS * RT);
+  const int kch = K / 128;
+  // shared-memory cap: TOK x (krange + 8) bf16 <= 40 KB
+  const int maxch = (40 * 1024 / (TOK * 2) - 8) / 128;
+  if (splits <= 0) {
+    int dev = 0, sms = 132;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int blocks = rowBlocks * G;
+    int target = 4 * sms;
+    splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+    splits = min(splits, max(1, kch / 2)); // keep >= 2 chunks per split when possible
+  }
+  splits = max(splits, (kch + maxch - 1) / maxch);
+  if (splits > kch) splits = kch;
+  if (splits > 8) splits = 8; // portable cluster size; (krange cap holds: 8 * maxch >= kch)
+  int per = (kch + splits - 1) / splits;
+  splits = (kch + per - 1) / per;
+  if (per > maxch) return DSV4C_ERR_SHAPE;
+  dim3 grid(rowBlocks, splits, G);
+  size_t smem = (size_t)TOK * (per * 128 + 8) * 2;
+  if (splits > 1) smem += (size_t)RT * MT * 4 * WARPS * 32 * sizeof(float);
+  auto kern = qgemv_kernel<FMT, MT, RT, WARPS>;
+  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(WARPS * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[2];
+  int na = 0;
+  attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[na].val.programmaticStreamSerializationAllowed = 1;
+  na++;
+  if (splits > 1) {
+    attr[na].id = cudaLaunchAttributeClusterDimension;
+    attr[na].val.clusterDim.x = 1;
+    attr[na].val.clusterDim.y = splits;
+    attr[na].val.clusterDim.z = 1;
+    na++;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = na;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc,
+                                       (long long)(wstride / 16), (long long)sstride, ntiles, K,
+                                       alpha, alphas, ids, (const __nv_bfloat16 *)x,
+                                       (long long)M * K, y, (long long)M * N, M, N, per * 128,
+                                       accumulate, ids ? E : G);
+  return (int)err;
+}
+
+
 template <int FMT, int MT, int RT, int WARPS>
 int launch(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
            int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
@@ -305,6 +768,7 @@ int launch(const void *w, const void *sc, int N, int npad, int K, float alpha, c
       if (e != cudaSuccess) return (int)e;
     }
   }
+  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   qgemm_kernel<FMT, MT, RT, WARPS><<<grid, WARPS * 32, 0, st>>>(
       (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha, (const __nv_bfloat16 *)x, ldx, y,
       ldy, M, N, per * KC, atomic);
@@ -314,12 +778,25 @@ int launch(const void *w, const void *sc, int N, int npad, int K, float alpha, c
 template <int FMT>
 int dispatch(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
              int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
+  if (ldx == K && ldy == N) {
+    if (M <= 8)
+      return launch_gemv<FMT, 1>(w, sc, 0, 0, N, npad, K, alpha, nullptr, nullptr, x, y, M, 1,
+                                 accumulate, splits, st);
+    if (M <= 16)
+      return launch_gemv<FMT, 2>(w, sc, 0, 0, N, npad, K, alpha, nullptr, nullptr, x, y, M, 1,
+                                 accumulate, splits, st);
+  }
   if (M <= 8)
     return launch<FMT, 1, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
   if (M <= 16)
     return launch<FMT, 2, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
   if (M <= 32)
     return launch<FMT, 4, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+  {
+    const int blocks = (npad / 16 + PIPE_ROWT - 1) / PIPE_ROWT * ((M + PIPE_TOK - 1) / PIPE_TOK);
+    if ((splits == -1 || (M > 64 && splits <= 1 && blocks >= 128)) && ldx % 8 == 0)
+      return launch_pipe<FMT>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, st);
+  }
   return launch<FMT, 8, 2, 8>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
 }
 
@@ -351,4 +828,31 @@ extern "C" int dsv4c_qgemm(int fmt, const void *d_w, const void *d_scales, int N
                            int M, int accumulate, void *stream) {
   return dsv4c_qgemm_cfg(fmt, d_w, d_scales, N, npad, K, alpha, d_x, ldx, d_y, ldy, M,
                          accumulate, 0, stream);
+}
+
+extern "C" int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales,
+                                   long long wstride, long long sstride, int N, int npad, int K,
+                                   float alpha, const float *d_alphas, const int32_t *d_ids,
+                                   const void *d_x, float *d_y, int M, int G, int E,
+                                   int accumulate, void *stream) {
+  if (N <= 0 || M <= 0 || M > 16 || G <= 0 || G > 65535 || K <= 0 || K % KC != 0 ||
+      npad % 64 != 0 || npad < N || wstride % 16 != 0 || ((uintptr_t)d_x & 15) != 0 ||
+      ((uintptr_t)d_w & 15) != 0)
+    return DSV4C_ERR_SHAPE;
+  cudaStream_t st = (cudaStream_t)stream;
+#define GROUPED(F)                                                                              \
+  return M <= 8 ? launch_gemv<F, 1>(d_w, d_scales, wstride, sstride, N, npad, K, alpha,         \
+                                    d_alphas, d_ids, d_x, d_y, M, G, accumulate, 0, st, E)         \
+                : launch_gemv<F, 2>(d_w, d_scales, wstride, sstride, N, npad, K, alpha,         \
+                                    d_alphas, d_ids, d_x, d_y, M, G, accumulate, 0, st, E)
+  switch (fmt) {
+  case DSV4C_FMT_NVFP4:
+    GROUPED(DSV4C_FMT_NVFP4);
+  case DSV4C_FMT_MXFP4:
+    GROUPED(DSV4C_FMT_MXFP4);
+  case DSV4C_FMT_FP8B:
+    GROUPED(DSV4C_FMT_FP8B);
+  }
+#undef GROUPED
+  return DSV4C_ERR_FORMAT;
 }

@@ -6,6 +6,13 @@
 
 #include "dsv4cuda.h"
 
+// ret returns e and, on failure, clears the runtime's last-error slot so that a later
+// kernel launch's cudaGetLastError does not report this (non-sticky) failure again.
+static int ret(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return (int)e;
+}
+
 extern "C" {
 
 int dsv4c_device_count(int *n) { return (int)cudaGetDeviceCount(n); }
@@ -50,21 +57,21 @@ int dsv4c_pool_init(int ordinal) {
 }
 
 int dsv4c_malloc(void **d_p, size_t n, void *stream) {
-  return (int)cudaMallocAsync(d_p, n, (cudaStream_t)stream);
+  return ret(cudaMallocAsync(d_p, n, (cudaStream_t)stream));
 }
 
 int dsv4c_free(void *d_p, void *stream) { return (int)cudaFreeAsync(d_p, (cudaStream_t)stream); }
 
 int dsv4c_htod(void *d_dst, const void *h_src, size_t n, void *stream) {
   cudaError_t e = cudaMemcpyAsync(d_dst, h_src, n, cudaMemcpyHostToDevice, (cudaStream_t)stream);
-  if (e != cudaSuccess) return (int)e;
-  return (int)cudaStreamSynchronize((cudaStream_t)stream);
+  if (e != cudaSuccess) return ret(e);
+  return ret(cudaStreamSynchronize((cudaStream_t)stream));
 }
 
 int dsv4c_dtoh(void *h_dst, const void *d_src, size_t n, void *stream) {
   cudaError_t e = cudaMemcpyAsync(h_dst, d_src, n, cudaMemcpyDeviceToHost, (cudaStream_t)stream);
-  if (e != cudaSuccess) return (int)e;
-  return (int)cudaStreamSynchronize((cudaStream_t)stream);
+  if (e != cudaSuccess) return ret(e);
+  return ret(cudaStreamSynchronize((cudaStream_t)stream));
 }
 
 int dsv4c_dtod(void *d_dst, const void *d_src, size_t n, void *stream) {
@@ -84,7 +91,7 @@ int dsv4c_stream_create(void **stream) {
 
 int dsv4c_stream_destroy(void *stream) { return (int)cudaStreamDestroy((cudaStream_t)stream); }
 
-int dsv4c_stream_sync(void *stream) { return (int)cudaStreamSynchronize((cudaStream_t)stream); }
+int dsv4c_stream_sync(void *stream) { return ret(cudaStreamSynchronize((cudaStream_t)stream)); }
 
 int dsv4c_event_create(void **ev) {
   cudaEvent_t e;

@@ -133,6 +133,26 @@ func run(fmtList, mList string, sweep bool) error {
 			}
 		}
 	}
+	fmt.Println("\nMoE decode: routed experts of one layer in one grouped launch (expert ids read on the device,")
+	fmt.Println("chosen at random per call from a stack of 64 experts = 300 MB; M = tokens per expert):")
+	fmt.Println("| weights | format | groups | M | time (us) | GB/s | % of copy BW | TFLOP/s |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, f := range formats {
+		for _, gc := range []struct {
+			name string
+			sh   shape
+			g    int
+		}{{"6 experts x (w1, w3)", shapes[0], 12}, {"6 experts x w2", shapes[1], 6}} {
+			for _, m := range []int{1, 4, 16} {
+				res, err := timeGrouped(d, st, r, f, gc.sh, gc.g, m)
+				if err != nil {
+					return fmt.Errorf("grouped %v %s M=%d: %w", f, gc.name, m, err)
+				}
+				fmt.Printf("| %s (%dx%d) | %v | %d | %d | %.2f | %.0f | %.1f | %.2f |\n", gc.name, gc.sh.n, gc.sh.k, f, gc.g, m,
+					res.us, res.gbs, 100*res.gbs*1e9/copyBW, res.tflops)
+			}
+		}
+	}
 	if len(sweeps) > 0 {
 		fmt.Println("\nsplit-K sweep, NVFP4, M=1:")
 		fmt.Println("| weight | splits | time (us) | GB/s | % of copy BW |")
@@ -323,5 +343,112 @@ func timeGEMM(d *cuda.Device, st *cuda.Stream, r *rand.Rand, ws []*cuda.Weight, 
 	}
 	sort.Float64s(per)
 	t := per[len(per)/2]
+	return result{us: t * 1e6, gbs: bytes / t / 1e9, tflops: flops / t / 1e12}, nil
+}
+
+func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, groups, m int) (result, error) {
+	const experts = 64
+	p := randomPacked(r, f, sh)
+	ps := make([]*cuda.Packed, experts)
+	for i := range ps {
+		ps[i] = p
+	}
+	ws, err := d.UploadWeightStack(ps)
+	if err != nil {
+		return result{}, err
+	}
+	defer ws.Free()
+	const calls = 256
+	ids := make([]int32, calls*4*((groups+3)/4))
+	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
+	for c := 0; c < calls; c++ {
+		perm := r.Perm(experts)
+		for z := 0; z < groups; z++ {
+			ids[c*stride+z] = int32(perm[z])
+		}
+	}
+	ib, err := d.Alloc(int64(4 * len(ids)))
+	if err != nil {
+		return result{}, err
+	}
+	defer ib.Free()
+	if err := ib.UploadI32(ids); err != nil {
+		return result{}, err
+	}
+	x, err := d.Alloc(int64(2 * groups * m * sh.k))
+	if err != nil {
+		return result{}, err
+	}
+	defer x.Free()
+	y, err := d.Alloc(int64(4 * groups * m * sh.n))
+	if err != nil {
+		return result{}, err
+	}
+	defer y.Free()
+	xb := make([]byte, 2*groups*m*sh.k)
+	for i := 0; i < len(xb); i += 2 {
+		xb[i] = byte(r.Uint32())
+		xb[i+1] = byte(0x3f+r.IntN(2)) | byte(r.IntN(2))<<7
+	}
+	if err := x.Upload(xb); err != nil {
+		return result{}, err
+	}
+	view := func(c int) (*cuda.Buffer, error) { return ib.Slice(int64(4*c*stride), int64(4*groups)) }
+	v0, err := view(0)
+	if err != nil {
+		return result{}, err
+	}
+	if err := st.QGEMMGrouped(ws, v0, x, y, m, groups, false); err != nil {
+		return result{}, err
+	}
+	if err := st.Sync(); err != nil {
+		return result{}, err
+	}
+	if err := st.BeginCapture(); err != nil {
+		return result{}, err
+	}
+	for c := 0; c < calls; c++ {
+		v, err := view(c)
+		if err == nil {
+			err = st.QGEMMGrouped(ws, v, x, y, m, groups, false)
+		}
+		if err != nil {
+			st.EndCapture()
+			return result{}, err
+		}
+	}
+	g, err := st.EndCapture()
+	if err != nil {
+		return result{}, err
+	}
+	defer g.Close()
+	if err := g.Launch(st, 1, true); err != nil {
+		return result{}, err
+	}
+	var per []float64
+	for i := 0; i < 5; i++ {
+		e0, err := st.Record()
+		if err != nil {
+			return result{}, err
+		}
+		if err := g.Launch(st, 1, false); err != nil {
+			return result{}, err
+		}
+		e1, err := st.Record()
+		if err != nil {
+			return result{}, err
+		}
+		ms, err := cuda.Elapsed(e0, e1)
+		if err != nil {
+			return result{}, err
+		}
+		e0.Close()
+		e1.Close()
+		per = append(per, float64(ms)/1e3/calls)
+	}
+	sort.Float64s(per)
+	t := per[len(per)/2]
+	bytes := float64(groups)*float64(ws.Bytes()) + float64(groups*m*(2*sh.k+4*sh.n))
+	flops := 2 * float64(groups*m) * float64(sh.n) * float64(sh.k)
 	return result{us: t * 1e6, gbs: bytes / t / 1e9, tflops: flops / t / 1e12}, nil
 }

@@ -351,6 +351,9 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int nch = nk / 128;
   Chunk<FMT, RT> c0, c1;
   if (active) load(c0);
+  // Let the next kernel in the stream launch now: its CTAs start streaming their own weights
+  // while this grid runs (they wait in griddepcontrol.wait before touching our outputs).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   {
     const int segs = nk / 8;
@@ -430,8 +433,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     if (ch < nch) compute(c0, ch * 128);
   }
-  // let the next kernel start its weight prefetch while we reduce and store
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   // split-K: the gridDim.y CTAs of a cluster reduce through distributed shared memory into
   // rank 0, which stores (no atomics, no memset, deterministic).
@@ -701,7 +702,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   }
   splits = max(splits, (kch + maxch - 1) / maxch);
   if (splits > kch) splits = kch;
-  if (splits > 8) splits = 8; // portable cluster size; (krange cap holds: 8 * maxch >= kch)
+  if (splits > 16) splits = 16; // non-portable cluster size (sm_90: up to 16)
   int per = (kch + splits - 1) / splits;
   splits = (kch + per - 1) / per;
   if (per > maxch) return DSV4C_ERR_SHAPE;
@@ -709,6 +710,12 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   size_t smem = (size_t)TOK * (per * 128 + 8) * 2;
   if (splits > 1) smem += (size_t)RT * MT * 4 * WARPS * 32 * sizeof(float);
   auto kern = qgemv_kernel<FMT, MT, RT, WARPS>;
+  static bool np_set = false; // allow clusters of up to 16 CTAs (benign race: idempotent)
+  if (!np_set && splits > 8) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess) return (int)e;
+    np_set = true;
+  }
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;

@@ -511,12 +511,15 @@ func (p *cfgParser) parseLayerTypes(c *Config) {
 			switch {
 			case ok && r == 0:
 				c.LayerTypes = append(c.LayerTypes, LayerSliding)
-			case ok && r == c.CompressRateCSA:
+			// As transformers: 4 means CSA and 128 HCA whatever compress_rates
+			// say (the rates come from compress_rates); a ratio equal to a
+			// custom rate is accepted too.
+			case ok && (r == 4 || r == c.CompressRateCSA):
 				c.LayerTypes = append(c.LayerTypes, LayerCSA)
-			case ok && r == c.CompressRateHCA:
+			case ok && (r == 128 || r == c.CompressRateHCA):
 				c.LayerTypes = append(c.LayerTypes, LayerHCA)
 			default:
-				p.fail(fmt.Sprintf("compress_ratios[%d]", i), shortJSON(rv), fmt.Sprintf("one of 0, %d, %d", c.CompressRateCSA, c.CompressRateHCA))
+				p.fail(fmt.Sprintf("compress_ratios[%d]", i), shortJSON(rv), fmt.Sprintf("one of 0, 4 (or %d), 128 (or %d)", c.CompressRateCSA, c.CompressRateHCA))
 				return
 			}
 		}
@@ -595,8 +598,11 @@ func (p *cfgParser) parseRope(c *Config) {
 		flatKey, flat = "rope_scaling", v
 	}
 	if flat != nil {
+		// As transformers: the flat dict supplies the YaRN keys; theta and the
+		// rotary fraction always come from the top level.
 		c.RopeCompress = p.ropeParams(flatKey, flat, c.CompressRopeTheta, c.PartialRotaryFactor)
 		c.RopeCompress.RopeTheta = c.CompressRopeTheta
+		c.RopeCompress.PartialRotaryFactor = c.PartialRotaryFactor
 		return
 	}
 	c.RopeCompress = RopeParameters{RopeType: "default", RopeTheta: c.CompressRopeTheta, PartialRotaryFactor: c.PartialRotaryFactor, AttentionFactor: 1}

@@ -1,7 +1,10 @@
 package dsv4
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -201,4 +204,72 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("layer lists %d/%d for %d layers", len(c.LayerTypes), len(c.MLPLayerTypes), c.NumHiddenLayers)
 		}
 	})
+}
+
+// TestParseConfigMatchesTransformers parses the raw config dicts of
+// tools/gen_checkpoints.py --configs and compares the normalisation with
+// transformers' DeepseekV4Config (testdata/ckpt_configs/hf_normalized.json).
+func TestParseConfigMatchesTransformers(t *testing.T) {
+	b, err := os.ReadFile("testdata/ckpt_configs/hf_normalized.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rope struct {
+		RopeType            string   `json:"rope_type"`
+		RopeTheta           float64  `json:"rope_theta"`
+		PartialRotaryFactor float64  `json:"partial_rotary_factor"`
+		Factor              *float64 `json:"factor"`
+		OriginalMax         *int     `json:"original_max_position_embeddings"`
+		BetaFast            *float64 `json:"beta_fast"`
+		BetaSlow            *float64 `json:"beta_slow"`
+		AttentionFactor     *float64 `json:"attention_factor"`
+	}
+	var g struct {
+		Cases map[string]struct {
+			Input         json.RawMessage `json:"input"`
+			LayerTypes    []LayerType     `json:"layer_types"`
+			MLPLayerTypes []MLPType       `json:"mlp_layer_types"`
+			CompressRates map[string]int  `json:"compress_rates"`
+			QKRopeHeadDim int             `json:"qk_rope_head_dim"`
+			PRF           float64         `json:"partial_rotary_factor"`
+			Main          rope            `json:"rope_main"`
+			Compress      rope            `json:"rope_compress"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Cases) < 5 {
+		t.Fatalf("%d cases", len(g.Cases))
+	}
+	for name, want := range g.Cases {
+		c, err := ParseConfig(want.Input)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if !slices.Equal(c.LayerTypes, want.LayerTypes) || !slices.Equal(c.MLPLayerTypes, want.MLPLayerTypes) {
+			t.Errorf("%s: layer types %v %v, transformers %v %v", name, c.LayerTypes, c.MLPLayerTypes, want.LayerTypes, want.MLPLayerTypes)
+		}
+		if c.CompressRateCSA != want.CompressRates[string(LayerCSA)] || c.CompressRateHCA != want.CompressRates[string(LayerHCA)] {
+			t.Errorf("%s: rates %d/%d, transformers %v", name, c.CompressRateCSA, c.CompressRateHCA, want.CompressRates)
+		}
+		if c.QKRopeHeadDim != want.QKRopeHeadDim || c.PartialRotaryFactor != want.PRF {
+			t.Errorf("%s: rope dim %d (%g), transformers %d (%g)", name, c.QKRopeHeadDim, c.PartialRotaryFactor, want.QKRopeHeadDim, want.PRF)
+		}
+		check := func(which string, got RopeParameters, w rope) {
+			if got.RopeType != w.RopeType || got.RopeTheta != w.RopeTheta || got.PartialRotaryFactor != w.PartialRotaryFactor {
+				t.Errorf("%s %s: %+v, transformers %+v", name, which, got, w)
+			}
+			if w.RopeType != "yarn" {
+				return
+			}
+			if *w.Factor != got.Factor || *w.OriginalMax != got.OriginalMaxPositionEmbeddings || *w.BetaFast != got.BetaFast ||
+				*w.BetaSlow != got.BetaSlow || *w.AttentionFactor != got.AttentionFactor {
+				t.Errorf("%s %s yarn: %+v, transformers %+v", name, which, got, w)
+			}
+		}
+		check("main", c.RopeMain, want.Main)
+		check("compress", c.RopeCompress, want.Compress)
+	}
 }

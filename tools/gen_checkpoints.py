@@ -15,6 +15,9 @@ With --numfmt it writes internal/numfmt/testdata/goldens.json: torch's
 float32 -> bfloat16 casts (round-to-nearest-even, NaN kept) of special,
 tie and random bit patterns, the float32 value of all 256 float8_e4m3fn
 codes, and torch's float32 -> float8_e4m3fn casts of in-range values.
+With --configs it writes dsv4/testdata/ckpt_configs/hf_normalized.json:
+transformers' DeepseekV4Config normalisation (layer_types, mlp_layer_types,
+compress_rates, rope_parameters) of legacy and modern config dicts.
 With --goldens it instead reads the Go-converted checkpoints
 (dsv4/testdata/ckpt_fp8_mxfp4, ckpt_nvfp4; made by `go test ./dsv4/convert
 -update`) and writes dequant_goldens.json into each: for every
@@ -138,6 +141,59 @@ def gen_goldens() -> None:
             f.write("\n")
 
 
+CONFIG_CASES = {
+    "flash_legacy": dict(
+        vocab_size=129280, hidden_size=4096, num_hidden_layers=43, num_attention_heads=64, head_dim=512,
+        qk_rope_head_dim=64, q_lora_rank=1024, o_lora_rank=1024, o_groups=8, sliding_window=128,
+        rope_theta=10000, compress_rope_theta=160000,
+        rope_scaling={"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536, "beta_fast": 32, "beta_slow": 1},
+        num_hash_layers=3, compress_ratios=[0, 0] + [4, 128] * 20 + [4, 0],
+    ),
+    "defaults_6": dict(num_hidden_layers=6),
+    "explicit_types": dict(
+        num_hidden_layers=3, hidden_size=64, head_dim=32, partial_rotary_factor=0.25, index_head_dim=16,
+        layer_types=["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
+        mlp_layer_types=["hash_moe", "moe", "moe"],
+        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+    ),
+    "legacy_rates": dict(num_hidden_layers=4, compress_rate_csa=8, compress_rate_hca=64,
+                         compress_ratios=[128, 4, 0, 4, 0], num_hash_layers=0, qk_rope_head_dim=32, head_dim=128,
+                         index_head_dim=64),
+    "nested_rope": dict(num_hidden_layers=2, rope_parameters={
+        "main": {"rope_type": "default", "rope_theta": 5000.0, "partial_rotary_factor": 0.125},
+        "compress": {"rope_type": "yarn", "rope_theta": 80000.0, "factor": 4, "original_max_position_embeddings": 1024,
+                     "beta_fast": 16, "beta_slow": 2, "attention_factor": 1.0, "partial_rotary_factor": 0.125}}),
+    "plain_compress": dict(num_hidden_layers=2, compress_ratios=[4, 128], num_hash_layers=5),
+}
+
+
+def gen_configs() -> None:
+    """HF DeepseekV4Config's normalisation of several raw config dicts."""
+    from transformers import DeepseekV4Config
+
+    out = {}
+    for name, raw in CONFIG_CASES.items():
+        c = DeepseekV4Config(**raw)
+        rp = c.rope_parameters
+        out[name] = {
+            "input": raw,
+            "layer_types": c.layer_types,
+            "mlp_layer_types": c.mlp_layer_types,
+            "compress_rates": c.compress_rates,
+            "qk_rope_head_dim": c.qk_rope_head_dim,
+            "partial_rotary_factor": c.partial_rotary_factor,
+            "rope_main": {k: rp["main"].get(k) for k in ("rope_type", "rope_theta", "partial_rotary_factor")},
+            "rope_compress": {k: rp["compress"].get(k) for k in ("rope_type", "rope_theta", "partial_rotary_factor", "factor",
+                                                                 "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                                                 "attention_factor")},
+        }
+    d = os.path.join(TESTDATA, "ckpt_configs")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "hf_normalized.json"), "w") as f:
+        json.dump({"transformers": __import__("transformers").__version__, "cases": out}, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def gen_numfmt() -> None:
     import random
     import struct
@@ -176,9 +232,12 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--goldens", action="store_true", help="write dequant_goldens.json from the converted checkpoints")
     ap.add_argument("--numfmt", action="store_true", help="write internal/numfmt/testdata/goldens.json")
+    ap.add_argument("--configs", action="store_true", help="write dsv4/testdata/ckpt_configs/hf_normalized.json")
     args = ap.parse_args()
     if args.numfmt:
         gen_numfmt()
+    elif args.configs:
+        gen_configs()
     elif args.goldens:
         gen_goldens()
     else:

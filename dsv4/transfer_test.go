@@ -1,0 +1,76 @@
+package dsv4
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+)
+
+func loadTestModel(t testing.TB, dir string) *Model {
+	t.Helper()
+	m, err := Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestTransferKV: decode after an in-process transfer gives bit-identical logits
+// to decode in place; a model with another config is refused.
+func TestTransferKV(t *testing.T) {
+	ctx := context.Background()
+	a := loadTestModel(t, "testdata/ckpt_hf_bf16")
+	b := loadTestModel(t, "testdata/ckpt_hf_bf16")
+	prompt := make([]int32, 21) // crosses CSA/HCA windows and the sliding window
+	for i := range prompt {
+		prompt[i] = int32(i*7+3) % 128
+	}
+	ref := a.NewSequence()
+	src := a.NewSequence()
+	for _, s := range []*Sequence{ref, src} {
+		if _, err := a.Prefill(ctx, s, prompt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved, err := TransferKV(ctx, src, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != 0 || moved.Len() != len(prompt) {
+		t.Fatalf("after transfer: src.Len %d moved.Len %d", src.Len(), moved.Len())
+	}
+	for step := range 6 {
+		id := int32(step*11+5) % 128
+		want, err := a.Decode(ctx, []*Sequence{ref}, []int32{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Decode(ctx, []*Sequence{moved}, []int32{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got[0], want[0]) {
+			t.Fatalf("step %d: logits differ after transfer", step)
+		}
+	}
+	if _, err := TransferKV(ctx, src, b); !errors.Is(err, ErrSequence) {
+		t.Fatalf("transfer of released sequence: %v, want ErrSequence", err)
+	}
+	other := loadTestModel(t, "testdata/ckpt_hf_saved")
+	if _, err := TransferKV(ctx, moved, other); !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("transfer to another config: %v, want ErrIncompatible", err)
+	}
+	if moved.Len() == 0 {
+		t.Fatal("refused transfer released the sequence")
+	}
+	if ConfigFingerprint(a.Config()) == ConfigFingerprint(other.Config()) {
+		t.Fatal("different configs, same fingerprint")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := TransferKV(cctx, moved, b); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+}

@@ -109,9 +109,7 @@ func (e *rawEntry) UnmarshalJSON(b []byte) error {
 		e.err = err // reported with the tensor name by ParseHeader
 	}
 	e.DType, e.Shape, e.DataOffsets = v.DType, v.Shape, v.DataOffsets
-	if v.DType == nil && v.Shape == nil && v.DataOffsets == nil {
-		e.raw = append([]byte(nil), b...) // "__metadata__" (or a bad entry)
-	}
+	e.raw = append([]byte(nil), b...) // for "__metadata__"
 	return nil
 }
 
@@ -123,17 +121,12 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 	if len(b) > MaxHeaderBytes {
 		return nil, &Error{Kind: ErrLimit, Detail: fmt.Sprintf("header of %d bytes exceeds %d", len(b), MaxHeaderBytes)}
 	}
-	trimmed := bytes.TrimRight(b, " ") // the spec allows trailing space padding
-	var raw map[string]*rawEntry
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if err := dec.Decode(&raw); err != nil {
-		return nil, &Error{Kind: ErrHeader, Detail: "header is not a JSON object", Err: err}
-	}
-	if dec.More() {
-		return nil, &Error{Kind: ErrHeader, Detail: "trailing data after the header JSON"}
-	}
-	if raw == nil {
-		return nil, &Error{Kind: ErrHeader, Detail: "header is null"}
+	raw, ok := parseHeaderFast(b)
+	if !ok {
+		var err error
+		if raw, err = parseHeaderJSON(b); err != nil {
+			return nil, err
+		}
 	}
 	if len(raw) > MaxTensors+1 {
 		return nil, &Error{Kind: ErrLimit, Detail: fmt.Sprintf("%d entries exceed %d tensors", len(raw), MaxTensors)}
@@ -212,6 +205,23 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 		return nil, &Error{Kind: ErrTruncated, Tensor: last, Detail: fmt.Sprintf("data section has %d bytes, tensors need %d", dataSize, pos)}
 	}
 	return h, nil
+}
+
+// parseHeaderJSON decodes a header with encoding/json (any valid JSON form).
+func parseHeaderJSON(b []byte) (map[string]*rawEntry, error) {
+	trimmed := bytes.TrimRight(b, " ") // the spec allows trailing space padding
+	var raw map[string]*rawEntry
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, &Error{Kind: ErrHeader, Detail: "header is not a JSON object", Err: err}
+	}
+	if dec.More() {
+		return nil, &Error{Kind: ErrHeader, Detail: "trailing data after the header JSON"}
+	}
+	if raw == nil {
+		return nil, &Error{Kind: ErrHeader, Detail: "header is null"}
+	}
+	return raw, nil
 }
 
 // byteLen computes the byte size of dtype x shape with overflow checks.

@@ -2,9 +2,13 @@ package safetensors
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -154,7 +158,25 @@ func FuzzHeader(f *testing.F) {
 	f.Add([]byte(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}`), int64(4))
 	f.Add([]byte(`{"a":{"dtype":"F4","shape":[3,2],"data_offsets":[0,3]}}`), int64(3))
 	f.Add([]byte(`{}`), int64(0))
+	f.Add([]byte(`{"a":{"shape":[2],"dtype":"U8","data_offsets":[0,2]}, "__metadata__":{"k":"v","x":""}}  `), int64(2))
 	f.Fuzz(func(t *testing.T, b []byte, size int64) {
+		// Differential: whatever the fast decoder accepts, encoding/json
+		// decodes to the same entries.
+		if fast, ok := parseHeaderFast(b); ok {
+			slow, err := parseHeaderJSON(b)
+			if err != nil {
+				t.Fatalf("fast decoder accepted what encoding/json rejects (%v): %q", err, b)
+			}
+			if len(fast) != len(slow) {
+				t.Fatalf("fast %d entries, encoding/json %d: %q", len(fast), len(slow), b)
+			}
+			for k, fe := range fast {
+				se := slow[k]
+				if se == nil || !sameEntry(k == "__metadata__", fe, se) {
+					t.Fatalf("entry %q differs: fast %+v, encoding/json %+v", k, fe, se)
+				}
+			}
+		}
 		h, err := ParseHeader(b, size)
 		if err != nil {
 			var se *Error
@@ -185,6 +207,85 @@ func FuzzHeader(f *testing.F) {
 		}
 		if _, err := ParseHeader(enc[8:], pos); err != nil {
 			t.Fatalf("re-parse: %v", err)
+		}
+	})
+}
+
+func sameEntry(metadata bool, a, b *rawEntry) bool {
+	eqS := func(x, y *string) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	eqI := func(x, y *[]int64) bool {
+		if (x == nil) != (y == nil) {
+			return false
+		}
+		return x == nil || slices.Equal(*x, *y)
+	}
+	if metadata { // compare the decoded maps
+
+		var ma, mb map[string]string
+		ea, eb := json.Unmarshal(a.raw, &ma), json.Unmarshal(b.raw, &mb)
+		return (ea == nil) == (eb == nil) && maps.Equal(ma, mb)
+	}
+	return eqS(a.DType, b.DType) && eqI(a.Shape, b.Shape) && eqI(a.DataOffsets, b.DataOffsets)
+}
+
+func TestFastHeaderFallback(t *testing.T) {
+	for _, h := range []string{
+		`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`,
+		`{"a\u0041":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, // escape: fallback
+		`{"a":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}}`,     // float: fallback, JSON error
+		`{"a":{"DTYPE":"U8","shape":[1],"data_offsets":[0,1]}}`,       // case-insensitive field: fallback
+		`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}`, // unknown field: fallback
+		`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`,
+	} {
+		b := []byte(h)
+		fast, fok := parseHeaderFast(b)
+		slow, serr := parseHeaderJSON(b)
+		if fok && (serr != nil || len(fast) != len(slow)) {
+			t.Errorf("%s: fast accepted, json: %v", h, serr)
+		}
+		_, err1 := ParseHeader(b, 1)
+		if fok != (h == `{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`) {
+			t.Errorf("%s: fast ok = %v", h, fok)
+		}
+		_ = err1
+	}
+}
+
+func TestMetadataThatLooksLikeAnEntry(t *testing.T) {
+	h, err := ParseHeader([]byte(`{"__metadata__":{"dtype":"x"}}`), 0)
+	if err != nil || h.Metadata["dtype"] != "x" {
+		t.Fatalf("%v %v", h, err)
+	}
+	h, err = ParseHeader([]byte(`{"__metadata__" : {"dtype":"x"} , "b":{"dtype":"U8","shape":[],"data_offsets":[0,1]}}`), 1)
+	if err != nil || h.Metadata["dtype"] != "x" || len(h.Tensors) != 1 {
+		t.Fatalf("%v %v", h, err)
+	}
+}
+
+func BenchmarkParseHeader(b *testing.B) {
+	var infos []TensorInfo
+	for i := range 1500 {
+		infos = append(infos, TensorInfo{Name: fmt.Sprintf("layers.7.ffn.experts.%d.w1.weight", i), DType: I8, Shape: []int64{2048, 2048}})
+	}
+	hdr, size, err := EncodeHeader(infos, map[string]string{"format": "pt"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := hdr[8:]
+	b.Run("fast", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := ParseHeader(body, size); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := parseHeaderJSON(body); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -1,0 +1,38 @@
+// Package disagg runs DeepSeek-V4 inference disaggregated into prefill and
+// decode roles, the way SGLang and vLLM do (see
+// /work/shared/docs/disagg-serving.md): a prefill server computes a request's
+// KV state, the state travels to a decode server, which generates the output;
+// a Router in front speaks the OpenAI API and pairs the two.
+//
+// The pieces, bottom up:
+//
+//   - Handoff is one request's transferable state: the typed per-layer
+//     components of dsv4.SequenceState (sliding-window ring, compressor and
+//     lightning-indexer buffers, overlap and entries), the prompt, the last
+//     position's logits (the decode side samples the first token from them
+//     with the request's own sampling parameters), the greedy first token and
+//     the sampling parameters the prefill side saw.
+//   - The wire format (Encoder, Decoder, WriteStream, ReadStream): versioned
+//     frames (header, data chunks, trailer), each with a CRC-32C, plus a
+//     CRC-32C and length over the whole payload, so truncated or corrupted
+//     streams are refused with typed errors (ErrTruncated, ErrChecksum,
+//     ErrMalformed, ErrVersion, ErrIncompatible).
+//   - Identity and the handshake: model, config and KV-layout fingerprints,
+//     weights fingerprint, layer types, dtype, layout and protocol version;
+//     mismatched pairs are refused at connect time.
+//   - Transport: how a decode server fetches a room's handoff from a prefill
+//     server. GRPCTransport (the default, google.golang.org/grpc streaming
+//     with a hand-written service descriptor and a raw-bytes codec, so no
+//     protoc step) and InProcess (no serialization). An RDMA transport can
+//     implement the same interface behind a build tag.
+//   - PrefillServer and DecodeServer: the two roles, as http.Handlers with
+//     the OpenAI chat-completions surface, a bootstrap service per prefill
+//     server and a per-room state machine with timeouts, leases and aborts.
+//   - Router: the OpenAI-compatible front in regular or PD mode, with
+//     selection policies, health checks, circuit breakers and Prometheus
+//     metrics.
+//
+// Dependencies: google.golang.org/grpc carries the KV streams (HTTP/2 flow
+// control, deadlines and cancellation for free); the Prometheus client
+// (github.com/prometheus/client_golang) exports the metrics.
+package disagg

@@ -1,0 +1,510 @@
+package disagg
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"unsafe"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+)
+
+// ProtocolVersion is the version of the wire format and of the bootstrap
+// protocol. A receiver refuses frames and peers of another version.
+const ProtocolVersion = 1
+
+// Errors of the wire format. Every decoding error wraps exactly one of them.
+var (
+	// ErrVersion: the stream is not a dsv4 KV stream or has another version.
+	ErrVersion = errors.New("disagg: unsupported wire format or protocol version")
+	// ErrChecksum: a frame's or the whole stream's CRC-32C does not match.
+	ErrChecksum = errors.New("disagg: checksum mismatch")
+	// ErrTruncated: the stream ended before its trailer.
+	ErrTruncated = errors.New("disagg: truncated stream")
+	// ErrMalformed: a frame is well-checksummed but inconsistent (bad lengths,
+	// offsets or shapes, limits exceeded, frames out of order).
+	ErrMalformed = errors.New("disagg: malformed stream")
+	// ErrIncompatible: the peer's model, config, KV layout or protocol differ
+	// from ours (see Identity.Compatible).
+	ErrIncompatible = errors.New("disagg: incompatible peer")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Frame kinds. A stream is one header frame, data frames, one trailer frame.
+const (
+	frameHeader  byte = 'H'
+	frameData    byte = 'D'
+	frameTrailer byte = 'T'
+)
+
+// frame overhead: kind (1) + payload length (4) + CRC-32C (4).
+const frameOverhead = 9
+
+// DefaultChunkBytes is the data payload of one frame when not configured.
+const DefaultChunkBytes = 1 << 20
+
+// MaxFrameBytes bounds one frame (header included) on decode.
+const MaxFrameBytes = 64 << 20
+
+// Handoff is one request's transferable state after prefill: everything a
+// decode engine needs to continue it as if it had prefilled it itself.
+type Handoff struct {
+	// Room is the rendezvous id of the request (SGLang's bootstrap_room).
+	Room uint64
+	// Prompt is the prefilled token ids, [Position].
+	Prompt []int32
+	// State is the sequence's KV state (typed per-layer components).
+	State *dsv4.SequenceState
+	// Logits are the last prompt position's logits, [vocab] float32: the
+	// decode side samples the first output token from them with the
+	// request's own sampling parameters and seed, which reproduces a
+	// co-located engine exactly (logprobs included).
+	Logits []float32
+	// FirstToken is the prefill side's greedy first token (argmax of Logits),
+	// carried so that a greedy decode side can verify it.
+	FirstToken int32
+	// Sampling is the request's sampling parameters as the prefill side saw
+	// them (JSON of dsv4.SamplingParams); the decode side checks that it
+	// sees the same ones.
+	Sampling json.RawMessage
+}
+
+// Bytes returns the float32 payload bytes of h (state plus logits).
+func (h *Handoff) Bytes() int64 {
+	n := 4 * int64(len(h.Logits))
+	if h.State != nil {
+		n += h.State.Bytes()
+	}
+	return n
+}
+
+type wireComp struct {
+	Width   int  `json:"width"`
+	Rate    int  `json:"rate"`
+	Overlap bool `json:"overlap,omitempty"`
+}
+
+type wireLayer struct {
+	Type       dsv4.LayerType `json:"type"`
+	Compressor *wireComp      `json:"compressor,omitempty"`
+	Indexer    *wireComp      `json:"indexer,omitempty"`
+}
+
+// wireHeader is the JSON payload of the header frame.
+type wireHeader struct {
+	Magic      string          `json:"magic"`
+	Version    int             `json:"version"`
+	Config     string          `json:"config"`
+	KVLayout   string          `json:"kv_layout"`
+	Room       uint64          `json:"room"`
+	Position   int             `json:"position"`
+	Prompt     []int32         `json:"prompt"`
+	FirstToken int32           `json:"first_token"`
+	Sampling   json.RawMessage `json:"sampling,omitempty"`
+	Layers     []wireLayer     `json:"layers"`
+	// Lens are the float32 counts of the components in stream order:
+	// logits, then per layer window, then (if present) the compressor's
+	// buffer_kv, buffer_gate, overlap_kv, overlap_gate, entries, then the
+	// indexer's five.
+	Lens       []int64 `json:"lens"`
+	TotalBytes int64   `json:"total_bytes"`
+}
+
+const wireMagic = "dsv4-kv"
+
+// components lists h's float32 slices in stream order (pointers, so a decoder
+// can fill them).
+func components(logits *[]float32, st *dsv4.SequenceState) []*[]float32 {
+	out := []*[]float32{logits}
+	for i := range st.Layers {
+		l := &st.Layers[i]
+		out = append(out, &l.Window)
+		for _, c := range []*dsv4.CompressorState{l.Compressor, l.Indexer} {
+			if c != nil {
+				out = append(out, &c.BufferKV, &c.BufferGate, &c.OverlapKV, &c.OverlapGate, &c.Entries)
+			}
+		}
+	}
+	return out
+}
+
+func compOf(c *dsv4.CompressorState) *wireComp {
+	if c == nil {
+		return nil
+	}
+	return &wireComp{Width: c.Width, Rate: c.Rate, Overlap: c.Overlap}
+}
+
+// Encoder turns a Handoff into frames. The zero value is not usable: see
+// NewEncoder.
+type Encoder struct {
+	id    Identity
+	chunk int
+	buf   []byte
+}
+
+// NewEncoder returns an encoder that stamps frames with id (the sender's
+// identity) and cuts data into frames of chunkBytes (DefaultChunkBytes when
+// ≤ 0; at most MaxFrameBytes/2).
+func NewEncoder(id Identity, chunkBytes int) *Encoder {
+	if chunkBytes <= 0 {
+		chunkBytes = DefaultChunkBytes
+	}
+	chunkBytes = min(chunkBytes, MaxFrameBytes/2)
+	return &Encoder{id: id, chunk: chunkBytes}
+}
+
+// Encode calls emit with each frame of h in order: header, data, trailer.
+// A frame slice is only valid during the call (the encoder reuses it). It
+// returns emit's first error. h.State must be non-nil.
+func (e *Encoder) Encode(h *Handoff, emit func(frame []byte) error) error {
+	if h == nil || h.State == nil {
+		return fmt.Errorf("%w: nil handoff or state", ErrMalformed)
+	}
+	if !nativeLE {
+		return errors.New("disagg: the wire format needs a little-endian host")
+	}
+	st := h.State
+	logits := h.Logits
+	comps := components(&logits, st)
+	hd := wireHeader{
+		Magic: wireMagic, Version: ProtocolVersion, Config: e.id.Config, KVLayout: e.id.KVLayout,
+		Room: h.Room, Position: st.Position, Prompt: h.Prompt, FirstToken: h.FirstToken,
+		Sampling: h.Sampling, Layers: make([]wireLayer, len(st.Layers)), Lens: make([]int64, len(comps)),
+	}
+	for i := range st.Layers {
+		l := &st.Layers[i]
+		hd.Layers[i] = wireLayer{Type: l.Type, Compressor: compOf(l.Compressor), Indexer: compOf(l.Indexer)}
+	}
+	for i, c := range comps {
+		hd.Lens[i] = int64(len(*c))
+		hd.TotalBytes += 4 * int64(len(*c))
+	}
+	js, err := json.Marshal(&hd)
+	if err != nil {
+		return fmt.Errorf("%w: header: %v", ErrMalformed, err)
+	}
+	if err := emit(e.frame(frameHeader, js)); err != nil {
+		return err
+	}
+	// Data: the components' bytes as one concatenated range, cut in chunks
+	// that may span components (small components coalesce into one frame).
+	crc := uint32(0)
+	var nFrames uint32
+	var off int64
+	cur := e.begin(off)
+	for _, c := range comps {
+		b := f32Bytes(*c)
+		for len(b) > 0 {
+			n := min(len(b), e.chunk-(len(cur)-13))
+			cur = append(cur, b[:n]...)
+			crc = crc32.Update(crc, castagnoli, b[:n])
+			b = b[n:]
+			off += int64(n)
+			if len(cur)-13 >= e.chunk {
+				if err := emit(e.finish(cur)); err != nil {
+					return err
+				}
+				nFrames++
+				cur = e.begin(off)
+			}
+		}
+	}
+	if len(cur) > 13 {
+		if err := emit(e.finish(cur)); err != nil {
+			return err
+		}
+		nFrames++
+	}
+	var tr [16]byte
+	binary.LittleEndian.PutUint64(tr[0:], uint64(off))
+	binary.LittleEndian.PutUint32(tr[8:], crc)
+	binary.LittleEndian.PutUint32(tr[12:], nFrames)
+	return emit(e.frame(frameTrailer, tr[:]))
+}
+
+// begin starts a data frame at stream offset off in e.buf.
+func (e *Encoder) begin(off int64) []byte {
+	if cap(e.buf) < e.chunk+frameOverhead+8 {
+		e.buf = make([]byte, 0, e.chunk+frameOverhead+8)
+	}
+	b := e.buf[:5+8]
+	b[0] = frameData
+	binary.LittleEndian.PutUint64(b[5:], uint64(off))
+	return b
+}
+
+// finish writes the length and CRC of a data frame built by begin.
+func (e *Encoder) finish(b []byte) []byte {
+	binary.LittleEndian.PutUint32(b[1:], uint32(len(b)-5))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func (e *Encoder) frame(kind byte, payload []byte) []byte {
+	b := make([]byte, 5, len(payload)+frameOverhead)
+	b[0] = kind
+	binary.LittleEndian.PutUint32(b[1:], uint32(len(payload)))
+	b = append(b, payload...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// Limits bound what a Decoder accepts, so that a hostile or broken peer
+// cannot make it allocate without bound.
+type Limits struct {
+	// MaxStateBytes bounds the total float32 payload (default 64 GiB).
+	MaxStateBytes int64
+	// MaxPrompt bounds the prompt length in tokens (default 1<<22).
+	MaxPrompt int
+}
+
+func (l Limits) fill() Limits {
+	if l.MaxStateBytes <= 0 {
+		l.MaxStateBytes = 64 << 30
+	}
+	if l.MaxPrompt <= 0 {
+		l.MaxPrompt = 1 << 22
+	}
+	return l
+}
+
+// Decoder rebuilds a Handoff from frames. Feed every frame to Next; after the
+// trailer, Handoff returns the result. A Decoder checks every frame's CRC-32C,
+// the header's version and the sender's identity against local, the order and
+// contiguity of data, and the trailer's total length and CRC.
+type Decoder struct {
+	local   Identity
+	lim     Limits
+	hd      *wireHeader
+	out     *Handoff
+	comps   []*[]float32
+	ci      int   // current component
+	coff    int64 // byte offset inside it
+	off     int64 // stream offset
+	crc     uint32
+	nFrames uint32
+	done    bool
+}
+
+// NewDecoder returns a decoder that accepts streams from a sender compatible
+// with local (equal config and KV-layout fingerprints), within lim.
+func NewDecoder(local Identity, lim Limits) *Decoder {
+	return &Decoder{local: local, lim: lim.fill()}
+}
+
+func malformed(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))
+}
+
+// Next consumes one frame. Errors wrap ErrChecksum, ErrVersion,
+// ErrIncompatible or ErrMalformed; after an error the decoder is unusable.
+func (d *Decoder) Next(frame []byte) error {
+	if len(frame) < frameOverhead {
+		return malformed("frame of %d bytes", len(frame))
+	}
+	n := int(binary.LittleEndian.Uint32(frame[1:]))
+	if n != len(frame)-frameOverhead {
+		return malformed("frame says %d payload bytes, has %d", n, len(frame)-frameOverhead)
+	}
+	if got, want := crc32.Checksum(frame[:5+n], castagnoli), binary.LittleEndian.Uint32(frame[5+n:]); got != want {
+		return fmt.Errorf("%w: frame %q crc %08x, want %08x", ErrChecksum, frame[0], got, want)
+	}
+	p := frame[5 : 5+n]
+	switch kind := frame[0]; {
+	case d.done:
+		return malformed("frame after trailer")
+	case kind == frameHeader:
+		if d.hd != nil {
+			return malformed("second header")
+		}
+		return d.header(p)
+	case d.hd == nil:
+		return malformed("frame %q before header", kind)
+	case kind == frameData:
+		return d.data(p)
+	case kind == frameTrailer:
+		return d.trailer(p)
+	default:
+		return malformed("unknown frame kind %q", kind)
+	}
+}
+
+func (d *Decoder) header(p []byte) error {
+	if !nativeLE {
+		return errors.New("disagg: the wire format needs a little-endian host")
+	}
+	var hd wireHeader
+	if err := json.Unmarshal(p, &hd); err != nil {
+		return malformed("header: %v", err)
+	}
+	if hd.Magic != wireMagic || hd.Version != ProtocolVersion {
+		return fmt.Errorf("%w: magic %q version %d, want %q %d", ErrVersion, hd.Magic, hd.Version, wireMagic, ProtocolVersion)
+	}
+	if hd.Config != d.local.Config || hd.KVLayout != d.local.KVLayout {
+		return fmt.Errorf("%w: sender config %.12s layout %.12s, ours %.12s %.12s", ErrIncompatible, hd.Config, hd.KVLayout, d.local.Config, d.local.KVLayout)
+	}
+	if len(hd.Prompt) > d.lim.MaxPrompt || hd.Position != len(hd.Prompt) || hd.Position < 0 {
+		return malformed("position %d with %d prompt ids (limit %d)", hd.Position, len(hd.Prompt), d.lim.MaxPrompt)
+	}
+	if len(hd.Layers) > 4096 {
+		return malformed("%d layers", len(hd.Layers))
+	}
+	st := &dsv4.SequenceState{Position: hd.Position, Layers: make([]dsv4.LayerState, len(hd.Layers))}
+	mk := func(c *wireComp) *dsv4.CompressorState {
+		if c == nil {
+			return nil
+		}
+		return &dsv4.CompressorState{Width: c.Width, Rate: c.Rate, Overlap: c.Overlap}
+	}
+	for i, l := range hd.Layers {
+		st.Layers[i] = dsv4.LayerState{Type: l.Type, Compressor: mk(l.Compressor), Indexer: mk(l.Indexer)}
+	}
+	h := &Handoff{Room: hd.Room, Prompt: hd.Prompt, State: st, FirstToken: hd.FirstToken, Sampling: hd.Sampling}
+	comps := components(&h.Logits, st)
+	if len(comps) != len(hd.Lens) {
+		return malformed("%d component lengths for %d components", len(hd.Lens), len(comps))
+	}
+	var total int64
+	for _, n := range hd.Lens {
+		if n < 0 || n > d.lim.MaxStateBytes/4 {
+			return malformed("component of %d values", n)
+		}
+		total += 4 * n
+		if total > d.lim.MaxStateBytes {
+			return malformed("state of more than %d bytes", d.lim.MaxStateBytes)
+		}
+	}
+	if total != hd.TotalBytes {
+		return malformed("components sum to %d bytes, header says %d", total, hd.TotalBytes)
+	}
+	for i, c := range comps {
+		if hd.Lens[i] > 0 {
+			*c = make([]float32, hd.Lens[i])
+		}
+	}
+	d.hd, d.out, d.comps = &hd, h, comps
+	d.skipEmpty()
+	return nil
+}
+
+func (d *Decoder) skipEmpty() {
+	for d.ci < len(d.comps) && d.coff == 4*int64(len(*d.comps[d.ci])) {
+		d.ci++
+		d.coff = 0
+	}
+}
+
+func (d *Decoder) data(p []byte) error {
+	if len(p) < 8 {
+		return malformed("short data frame")
+	}
+	if off := int64(binary.LittleEndian.Uint64(p)); off != d.off {
+		return malformed("data at offset %d, expected %d", off, d.off)
+	}
+	b := p[8:]
+	if d.off+int64(len(b)) > d.hd.TotalBytes {
+		return malformed("data past the announced %d bytes", d.hd.TotalBytes)
+	}
+	d.crc = crc32.Update(d.crc, castagnoli, b)
+	d.nFrames++
+	for len(b) > 0 {
+		dst := f32Bytes(*d.comps[d.ci])[d.coff:]
+		n := copy(dst, b)
+		b = b[n:]
+		d.coff += int64(n)
+		d.off += int64(n)
+		d.skipEmpty()
+	}
+	return nil
+}
+
+func (d *Decoder) trailer(p []byte) error {
+	if len(p) != 16 {
+		return malformed("trailer of %d bytes", len(p))
+	}
+	total := int64(binary.LittleEndian.Uint64(p))
+	crc := binary.LittleEndian.Uint32(p[8:])
+	nf := binary.LittleEndian.Uint32(p[12:])
+	switch {
+	case total != d.hd.TotalBytes || d.off != total:
+		return fmt.Errorf("%w: %d of %d data bytes (trailer says %d)", ErrTruncated, d.off, d.hd.TotalBytes, total)
+	case nf != d.nFrames:
+		return fmt.Errorf("%w: %d data frames, trailer says %d", ErrTruncated, d.nFrames, nf)
+	case crc != d.crc:
+		return fmt.Errorf("%w: data crc %08x, trailer says %08x", ErrChecksum, d.crc, crc)
+	}
+	d.done = true
+	return nil
+}
+
+// Handoff returns the decoded handoff; ErrTruncated until the trailer came.
+func (d *Decoder) Handoff() (*Handoff, error) {
+	if !d.done {
+		return nil, fmt.Errorf("%w: stream ended after %d of %d data bytes", ErrTruncated, d.off, d.totalBytes())
+	}
+	return d.out, nil
+}
+
+func (d *Decoder) totalBytes() int64 {
+	if d.hd == nil {
+		return 0
+	}
+	return d.hd.TotalBytes
+}
+
+// WriteStream writes h to w as a byte stream of frames (the form used over
+// plain TCP and in files; gRPC carries the same frames as messages).
+func WriteStream(w io.Writer, h *Handoff, id Identity, chunkBytes int) error {
+	return NewEncoder(id, chunkBytes).Encode(h, func(f []byte) error {
+		_, err := w.Write(f)
+		return err
+	})
+}
+
+// ReadStream reads one handoff written by WriteStream. A stream that ends
+// early gives ErrTruncated; other errors as Decoder.Next.
+func ReadStream(r io.Reader, local Identity, lim Limits) (*Handoff, error) {
+	d := NewDecoder(local, lim)
+	var hdr [5]byte
+	var buf []byte
+	for !d.done {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("%w: %v", ErrTruncated, err)
+			}
+			return nil, err
+		}
+		n := int(binary.LittleEndian.Uint32(hdr[1:]))
+		if n > MaxFrameBytes {
+			return nil, malformed("frame of %d bytes", n)
+		}
+		if cap(buf) < n+frameOverhead {
+			buf = make([]byte, n+frameOverhead)
+		}
+		buf = buf[:n+frameOverhead]
+		copy(buf, hdr[:])
+		if _, err := io.ReadFull(r, buf[5:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("%w: %v", ErrTruncated, err)
+			}
+			return nil, err
+		}
+		if err := d.Next(buf); err != nil {
+			return nil, err
+		}
+	}
+	return d.Handoff()
+}
+
+var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// f32Bytes views f as bytes (no copy; little-endian hosts only).
+func f32Bytes(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+}

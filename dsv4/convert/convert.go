@@ -243,7 +243,7 @@ func fp4Group(canonical string, t *dsv4.Tensor, f ExpertFormat, inputScale float
 		return &group{
 			outs: []safetensors.TensorInfo{
 				{Name: base + ".weight", DType: safetensors.I8, Shape: []int64{int64(r), int64(c / 2)}},
-				{Name: base + ".scale", DType: safetensors.F8E8M0, Shape: []int64{int64(r), int64(c / 32)}},
+				{Name: base + ".scale", DType: safetensors.F8E8M0, Shape: []int64{int64(r), int64(ceilDiv(c, 32))}},
 			},
 			produce: func() ([][]byte, error) {
 				v, err := t.Float32()
@@ -257,7 +257,7 @@ func fp4Group(canonical string, t *dsv4.Tensor, f ExpertFormat, inputScale float
 	}
 	outs := []safetensors.TensorInfo{
 		{Name: base + ".weight", DType: safetensors.U8, Shape: []int64{int64(r), int64(c / 2)}},
-		{Name: base + ".weight_scale", DType: safetensors.F8E4M3, Shape: []int64{int64(r), int64(c / 16)}},
+		{Name: base + ".weight_scale", DType: safetensors.F8E4M3, Shape: []int64{int64(r), int64(ceilDiv(c, 16))}},
 		{Name: base + ".weight_scale_2", DType: safetensors.F32, Shape: []int64{}},
 	}
 	if inputScale > 0 {

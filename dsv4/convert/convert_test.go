@@ -238,11 +238,11 @@ func TestQuantizersRejectBadShapes(t *testing.T) {
 	if _, _, err := QuantizeFP8Block(make([]float32, 5), 2, 3); err == nil {
 		t.Error("FP8: no error")
 	}
-	if _, _, err := QuantizeMXFP4(make([]float32, 48), 2, 24); err == nil {
-		t.Error("MXFP4: no error")
+	if _, _, err := QuantizeMXFP4(make([]float32, 46), 2, 23); err == nil {
+		t.Error("MXFP4: odd cols accepted")
 	}
-	if _, _, _, err := QuantizeNVFP4(make([]float32, 24), 2, 12); err == nil {
-		t.Error("NVFP4: no error")
+	if _, _, _, err := QuantizeNVFP4(make([]float32, 22), 2, 11); err == nil {
+		t.Error("NVFP4: odd cols accepted")
 	}
 	// All-zero input stays zero with unit scales.
 	q, s, g, err := QuantizeNVFP4(make([]float32, 16), 1, 16)
@@ -281,5 +281,46 @@ func TestConvertSharded(t *testing.T) {
 	ck := load(t, out)
 	if ck.Weights().Layers[1].MLP.Experts[0].Gate.Format != dsv4.FormatMXFP4 {
 		t.Error("NVFP4 -> MXFP4 re-encoding lost")
+	}
+}
+
+// TestPartialGroups converts a model whose expert input width (48) is not a
+// multiple of the MXFP4 group (32): each row's last group holds 16 inputs.
+func TestPartialGroups(t *testing.T) {
+	w := make([]float32, 2*48)
+	for i := range w {
+		w[i] = float32(i%48-20) * 0.37
+	}
+	for _, f := range []ExpertFormat{MXFP4, NVFP4} {
+		var packed, scales []byte
+		var g float32 = 1
+		var err error
+		if f == MXFP4 {
+			packed, scales, err = QuantizeMXFP4(w, 2, 48)
+		} else {
+			w = w[:80]
+			packed, scales, g, err = QuantizeNVFP4(w, 2, 40) // 40 = 2 groups of 16 + 8
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols := len(w) / 2
+		tn := &dsv4.Tensor{Name: "w", DType: dsv4.U8, Shape: []int{2, cols}, Data: packed, GlobalScale: g}
+		if f == MXFP4 {
+			tn.Format, tn.BlockRows, tn.BlockCols = dsv4.FormatMXFP4, 1, 32
+			tn.Scale = &dsv4.Tensor{Name: "s", DType: dsv4.F8E8M0, Shape: []int{2, 2}, Data: scales}
+		} else {
+			tn.Format, tn.BlockRows, tn.BlockCols = dsv4.FormatNVFP4, 1, 16
+			tn.Scale = &dsv4.Tensor{Name: "s", DType: dsv4.F8E4M3, Shape: []int{2, 3}, Data: scales}
+		}
+		v, err := tn.Float32()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i := range v {
+			if d := math.Abs(float64(v[i] - w[i])); d > 0.26*math.Abs(float64(w[i]))+0.5 {
+				t.Fatalf("%s: [%d] %g vs %g", f, i, v[i], w[i])
+			}
+		}
 	}
 }

@@ -59,39 +59,46 @@ func QuantizeFP8Block(w []float32, rows, cols int) (q, scales []byte, err error)
 	return q, scales, nil
 }
 
-// QuantizeMXFP4 quantizes [rows, cols] (cols a multiple of 32) to FP4 E2M1
-// with one UE8M0 scale per 32 inputs, as DeepSeek's routed experts:
+// QuantizeMXFP4 quantizes [rows, cols] (cols even) to FP4 E2M1 with one
+// UE8M0 scale per 32 inputs of a row, as DeepSeek's routed experts:
 // s = 2^ceil(log2(amax/6)), nibble = e2m1(w/s) (round to nearest even),
-// packed two per byte with the even column in the low nibble. It returns the
-// packed weight [rows*cols/2] and the scales [rows*cols/32].
+// packed two per byte with the even column in the low nibble. When cols is
+// not a multiple of 32 the last group of each row is shorter (scales
+// [rows, ceil(cols/32)], the layout the loader reads). It returns the
+// packed weight [rows*cols/2] and the scales [rows*ceil(cols/32)].
 func QuantizeMXFP4(w []float32, rows, cols int) (packed, scales []byte, err error) {
-	if rows <= 0 || cols <= 0 || cols%32 != 0 || len(w) != rows*cols {
-		return nil, nil, fmt.Errorf("convert: MXFP4: %d values for [%d %d] (cols must be a multiple of 32)", len(w), rows, cols)
+	if rows <= 0 || cols <= 0 || cols%2 != 0 || len(w) != rows*cols {
+		return nil, nil, fmt.Errorf("convert: MXFP4: %d values for [%d %d] (cols must be even)", len(w), rows, cols)
 	}
+	groups := ceilDiv(cols, 32)
 	packed = make([]byte, rows*cols/2)
-	scales = make([]byte, rows*cols/32)
-	for g := range rows * cols / 32 {
-		blk := w[g*32 : (g+1)*32]
-		var amax float32
-		for _, v := range blk {
-			amax = max(amax, abs32(v))
+	scales = make([]byte, rows*groups)
+	for r := range rows {
+		row, prow := w[r*cols:(r+1)*cols], packed[r*cols/2:(r+1)*cols/2]
+		for g := range groups {
+			blk := row[g*32 : min((g+1)*32, cols)]
+			var amax float32
+			for _, v := range blk {
+				amax = max(amax, abs32(v))
+			}
+			code, s := ue8m0For(amax, numfmt.E2M1Max)
+			scales[r*groups+g] = code
+			packFP4Mul(prow[g*16:g*16+len(blk)/2], blk, 1/s) // exact: s is a power of two
 		}
-		code, s := ue8m0For(amax, numfmt.E2M1Max)
-		scales[g] = code
-		packFP4Mul(packed[g*16:(g+1)*16], blk, 1/s) // exact: s is a power of two
 	}
 	return packed, scales, nil
 }
 
-// QuantizeNVFP4 quantizes [rows, cols] (cols a multiple of 16) to NVFP4 the
-// way NVIDIA ModelOpt does (NVFP4QTensor): a per-tensor global scale
-// g = amax/(6*448) (F32, "weight_scale_2"); per 16-input block
+// QuantizeNVFP4 quantizes [rows, cols] (cols even) to NVFP4 the way NVIDIA
+// ModelOpt does (NVFP4QTensor): a per-tensor global scale g = amax/(6*448)
+// (F32, "weight_scale_2"); per 16-input block of a row
 // s = e4m3(amax_block/(6*g)) ("weight_scale", 1 where the block is all
-// zero); nibble = e2m1(w / (float32(s)*g)), round to nearest even. It
-// returns the packed weight [rows*cols/2], the E4M3 scales [rows*cols/16] and g.
+// zero); nibble = e2m1(w / (float32(s)*g)), round to nearest even. A row's
+// last block is shorter when cols is not a multiple of 16. It returns the
+// packed weight [rows*cols/2], the E4M3 scales [rows*ceil(cols/16)] and g.
 func QuantizeNVFP4(w []float32, rows, cols int) (packed, scales []byte, global float32, err error) {
-	if rows <= 0 || cols <= 0 || cols%16 != 0 || len(w) != rows*cols {
-		return nil, nil, 0, fmt.Errorf("convert: NVFP4: %d values for [%d %d] (cols must be a multiple of 16)", len(w), rows, cols)
+	if rows <= 0 || cols <= 0 || cols%2 != 0 || len(w) != rows*cols {
+		return nil, nil, 0, fmt.Errorf("convert: NVFP4: %d values for [%d %d] (cols must be even)", len(w), rows, cols)
 	}
 	var amax float32
 	for _, v := range w {
@@ -101,25 +108,29 @@ func QuantizeNVFP4(w []float32, rows, cols int) (packed, scales []byte, global f
 	if !(global > 0) || math.IsInf(float64(global), 0) {
 		global = 1
 	}
+	groups := ceilDiv(cols, 16)
 	packed = make([]byte, rows*cols/2)
-	scales = make([]byte, rows*cols/16)
-	for g := range rows * cols / 16 {
-		blk := w[g*16 : (g+1)*16]
-		var bmax float32
-		for _, v := range blk {
-			bmax = max(bmax, abs32(v))
+	scales = make([]byte, rows*groups)
+	for r := range rows {
+		row, prow := w[r*cols:(r+1)*cols], packed[r*cols/2:(r+1)*cols/2]
+		for g := range groups {
+			blk := row[g*16 : min((g+1)*16, cols)]
+			var bmax float32
+			for _, v := range blk {
+				bmax = max(bmax, abs32(v))
+			}
+			bs := bmax / (numfmt.E2M1Max * global)
+			if bs == 0 {
+				bs = 1
+			}
+			code := numfmt.F32ToE4M3(bs)
+			scales[r*groups+g] = code
+			denom := numfmt.E4M3ToF32(code) * global
+			if denom == 0 { // an E4M3 underflow: the block is negligible next to the tensor's amax
+				denom = 1
+			}
+			packFP4Div(prow[g*8:g*8+len(blk)/2], blk, denom)
 		}
-		bs := bmax / (numfmt.E2M1Max * global)
-		if bs == 0 {
-			bs = 1
-		}
-		code := numfmt.F32ToE4M3(bs)
-		scales[g] = code
-		denom := numfmt.E4M3ToF32(code) * global
-		if denom == 0 { // an E4M3 underflow: the block is negligible next to the tensor's amax
-			denom = 1
-		}
-		packFP4Div(packed[g*8:(g+1)*8], blk, denom)
 	}
 	return packed, scales, global, nil
 }

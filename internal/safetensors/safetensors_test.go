@@ -25,6 +25,12 @@ func writeRaw(t *testing.T, header string, data []byte) string {
 	return p
 }
 
+func TestRoundTripWithoutMmap(t *testing.T) {
+	noMmap = true
+	defer func() { noMmap = false }()
+	TestRoundTrip(t)
+}
+
 func TestRoundTrip(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "a.safetensors")
 	in := []WriteTensor{
@@ -41,6 +47,9 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if f.Mapped() == noMmap {
+		t.Errorf("Mapped() = %v with noMmap %v", f.Mapped(), noMmap)
+	}
 	if f.Header().Metadata["format"] != "pt" {
 		t.Errorf("metadata %v", f.Header().Metadata)
 	}

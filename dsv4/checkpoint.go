@@ -111,9 +111,8 @@ func (ck *Checkpoint) openShards(ctx context.Context, o *loadOptions) error {
 				return checkpointErr(err)
 			}
 			files[i] = f
-			n := done.Add(1)
-			mu.Lock()
-			o.report(Progress{Stage: StageOpen, Done: n, Total: int64(len(shards))})
+			mu.Lock() // reports stay monotonic
+			o.report(Progress{Stage: StageOpen, Done: done.Add(1), Total: int64(len(shards))})
 			mu.Unlock()
 			return nil
 		})

@@ -18,22 +18,8 @@ type CompletionRequest struct {
 	// Prompt: a string, an array of strings, an array of token ids, or an
 	// array of arrays of token ids.
 	Prompt Prompt `json:"prompt"`
-	// MaxTokens defaults to 16, as in the OpenAI API.
-	MaxTokens         *int               `json:"max_tokens,omitempty"`
-	MinTokens         int                `json:"min_tokens,omitempty"`
-	Temperature       *float64           `json:"temperature,omitempty"`
-	TopP              *float64           `json:"top_p,omitempty"`
-	TopK              *int               `json:"top_k,omitempty"`
-	MinP              float64            `json:"min_p,omitempty"`
-	Seed              *int64             `json:"seed,omitempty"`
-	PresencePenalty   float64            `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  float64            `json:"frequency_penalty,omitempty"`
-	RepetitionPenalty float64            `json:"repetition_penalty,omitempty"`
-	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
-	Stop              StringList         `json:"stop,omitempty"`
-	StopTokenIDs      []int32            `json:"stop_token_ids,omitempty"`
-	IgnoreEOS         bool               `json:"ignore_eos,omitempty"`
-	N                 *int               `json:"n,omitempty"`
+	// RequestSampling: MaxTokens defaults to 16, as in the OpenAI API.
+	RequestSampling
 	// Logprobs (an integer here, 0..5 in OpenAI's API, up to 20 here)
 	// returns that many alternatives per token.
 	Logprobs *int `json:"logprobs,omitempty"`
@@ -80,13 +66,7 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 // sampling converts the request's sampling fields (defaults: temperature
 // 1, max_tokens 16).
 func (r *CompletionRequest) sampling() (SamplingParams, error) {
-	cr := ChatRequest{
-		Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, MinP: r.MinP, Seed: r.Seed,
-		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
-		RepetitionPenalty: r.RepetitionPenalty, LogitBias: r.LogitBias, Stop: r.Stop,
-		StopTokenIDs: r.StopTokenIDs, IgnoreEOS: r.IgnoreEOS, MinTokens: r.MinTokens,
-		MaxTokens: r.MaxTokens,
-	}
+	cr := ChatRequest{RequestSampling: r.RequestSampling}
 	if r.MaxTokens == nil {
 		cr.MaxTokens = new(int)
 		*cr.MaxTokens = 16

@@ -29,27 +29,35 @@ type ChatRequest struct {
 	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
 	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
 
-	MaxTokens           *int               `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int               `json:"max_completion_tokens,omitempty"`
-	MinTokens           int                `json:"min_tokens,omitempty"`
-	Temperature         *float64           `json:"temperature,omitempty"`
-	TopP                *float64           `json:"top_p,omitempty"`
-	TopK                *int               `json:"top_k,omitempty"`
-	MinP                float64            `json:"min_p,omitempty"`
-	Seed                *int64             `json:"seed,omitempty"`
-	PresencePenalty     float64            `json:"presence_penalty,omitempty"`
-	FrequencyPenalty    float64            `json:"frequency_penalty,omitempty"`
-	RepetitionPenalty   float64            `json:"repetition_penalty,omitempty"`
-	LogitBias           map[string]float64 `json:"logit_bias,omitempty"`
-	Stop                StringList         `json:"stop,omitempty"`
-	StopTokenIDs        []int32            `json:"stop_token_ids,omitempty"`
-	IgnoreEOS           bool               `json:"ignore_eos,omitempty"`
-	N                   *int               `json:"n,omitempty"`
-	Logprobs            bool               `json:"logprobs,omitempty"`
-	TopLogprobs         *int               `json:"top_logprobs,omitempty"`
+	// MaxCompletionTokens (OpenAI's newer name) wins over MaxTokens.
+	MaxCompletionTokens *int `json:"max_completion_tokens,omitempty"`
+	Logprobs            bool `json:"logprobs,omitempty"`
+	TopLogprobs         *int `json:"top_logprobs,omitempty"`
+	RequestSampling
 
 	Stream        bool           `json:"stream,omitempty"`
 	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+}
+
+// RequestSampling holds the sampling fields that chat and completions
+// requests share, with their OpenAI (and SGLang / vLLM extension) JSON
+// names. Absent fields take the OpenAI defaults (temperature 1, top_p 1).
+type RequestSampling struct {
+	MaxTokens         *int               `json:"max_tokens,omitempty"`
+	MinTokens         int                `json:"min_tokens,omitempty"`
+	Temperature       *float64           `json:"temperature,omitempty"`
+	TopP              *float64           `json:"top_p,omitempty"`
+	TopK              *int               `json:"top_k,omitempty"`
+	MinP              float64            `json:"min_p,omitempty"`
+	Seed              *int64             `json:"seed,omitempty"`
+	PresencePenalty   float64            `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  float64            `json:"frequency_penalty,omitempty"`
+	RepetitionPenalty float64            `json:"repetition_penalty,omitempty"`
+	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
+	Stop              StringList         `json:"stop,omitempty"`
+	StopTokenIDs      []int32            `json:"stop_token_ids,omitempty"`
+	IgnoreEOS         bool               `json:"ignore_eos,omitempty"`
+	N                 *int               `json:"n,omitempty"`
 }
 
 // StreamOptions are OpenAI's stream_options.

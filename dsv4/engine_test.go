@@ -283,7 +283,7 @@ func TestEngineErrors(t *testing.T) {
 }
 
 func chatReq(user string) *ChatRequest {
-	return &ChatRequest{Messages: []Message{{Role: "user", Content: user}}, Temperature: ptr(0.0)}
+	return &ChatRequest{Messages: []Message{{Role: "user", Content: user}}, RequestSampling: RequestSampling{Temperature: ptr(0.0)}}
 }
 
 func TestChat(t *testing.T) {

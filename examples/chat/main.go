@@ -93,10 +93,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ask := func(user string, out io.Writer) (string, error) {
 		req := &dsv4.ChatRequest{
 			Messages:        append(history, dsv4.Message{Role: "user", Content: user}),
-			Temperature:     temperature,
-			TopP:            topP,
-			MaxTokens:       maxTokens,
 			ReasoningEffort: *effort,
+			RequestSampling: dsv4.RequestSampling{Temperature: temperature, TopP: topP, MaxTokens: maxTokens},
 		}
 		if *seed != 0 {
 			req.Seed = seed

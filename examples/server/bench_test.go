@@ -64,7 +64,7 @@ func BenchmarkServerOverhead(b *testing.B) {
 	withCPU(b, "direct-Engine.Chat", func(b *testing.B) {
 		for range b.N {
 			req := &dsv4.ChatRequest{Messages: []dsv4.Message{{Role: "user", Content: prompt}},
-				Temperature: new(float64), MaxTokens: ptrInt(16)}
+				RequestSampling: dsv4.RequestSampling{Temperature: new(float64), MaxTokens: ptrInt(16)}}
 			if _, err := eng.Chat(context.Background(), req); err != nil {
 				b.Fatal(err)
 			}

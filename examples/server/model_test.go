@@ -258,44 +258,7 @@ func TestTinyModelConcurrencyAndDisconnect(t *testing.T) {
 			"stream": true, "temperature": 0, "max_tokens": 24, "chat_template_kwargs": map[string]bool{"thinking": i%3 == 0}})
 		return string(b)
 	}
-	want := make([]string, n)
-	for i := range n {
-		want[i], _ = collectStream(t, streamChat(t, context.Background(), ts.url, body(i)))
-	}
-	got := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got[i], _ = collectStream(t, streamChat(t, context.Background(), ts.url, body(i)))
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		if got[i] != want[i] {
-			t.Errorf("request %d: concurrent %q, sequential %q", i, got[i], want[i])
-		}
-	}
+	concurrentEqualsSequential(t, ts.url, n, body)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	resp := streamChat(t, ctx, ts.url, `{"messages":[{"role":"user","content":"Tell me a story."}],"stream":true,"temperature":0,"ignore_eos":true,"max_tokens":100000}`)
-	r := bufio.NewReader(resp.Body)
-	for range 6 {
-		if _, err := r.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if v := metricValue(t, ts.url, "dsv4_live_sequences"); v != 1 {
-		t.Fatalf("live sequences mid-stream = %v", v)
-	}
-	cancel()
-	resp.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for metricValue(t, ts.url, "dsv4_live_sequences") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("live-state gauge did not return to 0 after the disconnect")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	disconnectFreesState(t, ts.url, `{"messages":[{"role":"user","content":"Tell me a story."}],"stream":true,"temperature":0,"ignore_eos":true,"max_tokens":100000}`)
 }

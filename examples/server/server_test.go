@@ -330,32 +330,44 @@ func metricValue(t testing.TB, url, name string) float64 {
 	return 0
 }
 
-func TestDisconnectFreesState(t *testing.T) {
-	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 5*time.Millisecond)
+// disconnectFreesState starts a long stream, reads a few events, checks
+// that one sequence is live, disconnects, and waits for the live-state
+// gauge to return to 0.
+func disconnectFreesState(t *testing.T, url, body string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := streamChat(t, ctx, ts.URL, `{"messages":[{"role":"user","content":"count 100000"}],"stream":true,"temperature":0,"ignore_eos":true}`)
+	defer cancel()
+	resp := streamChat(t, ctx, url, body)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	r := bufio.NewReader(resp.Body)
-	for range 5 { // a few events arrive
+	for range 6 { // a few events arrive
 		if _, err := r.ReadString('\n'); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if v := metricValue(t, ts.URL, "dsv4_live_sequences"); v != 1 {
+	if v := metricValue(t, url, "dsv4_live_sequences"); v != 1 {
 		t.Fatalf("live sequences mid-stream = %v, want 1", v)
 	}
 	cancel()
 	resp.Body.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for metricValue(t, ts.URL, "dsv4_live_sequences") != 0 {
+	deadline := time.Now().Add(10 * time.Second)
+	for metricValue(t, url, "dsv4_live_sequences") != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("live-state gauge did not return to 0 after the client disconnected")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if ts.b.live.Load() != 0 || metricValue(t, ts.URL, "dsv4_state_memory_bytes") != 0 {
+	if v := metricValue(t, url, "dsv4_state_memory_bytes"); v != 0 {
+		t.Fatalf("state memory after the disconnect: %v", v)
+	}
+}
+
+func TestDisconnectFreesState(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 5*time.Millisecond)
+	disconnectFreesState(t, ts.URL, `{"messages":[{"role":"user","content":"count 100000"}],"stream":true,"temperature":0,"ignore_eos":true}`)
+	if ts.b.live.Load() != 0 {
 		t.Fatal("backend state not released")
 	}
 }
@@ -395,15 +407,13 @@ func collectStream(t testing.TB, resp *http.Response) (string, string) {
 	return content.String(), finish
 }
 
-func TestConcurrentStreamsEqualSequential(t *testing.T) {
-	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{MaxBatch: 256}, 0)
-	const n = 200
-	body := func(i int) string {
-		return fmt.Sprintf(`{"messages":[{"role":"user","content":"count %d"}],"stream":true,"temperature":0,"max_tokens":%d}`, i%23+1, 10+i%30)
-	}
+// concurrentEqualsSequential sends n streaming chat requests one at a time,
+// then all at once, and reports every output that differs.
+func concurrentEqualsSequential(t *testing.T, url string, n int, body func(int) string) {
+	t.Helper()
 	want := make([]string, n)
 	for i := range n {
-		want[i], _ = collectStream(t, streamChat(t, context.Background(), ts.URL, body(i)))
+		want[i], _ = collectStream(t, streamChat(t, context.Background(), url, body(i)))
 	}
 	got := make([]string, n)
 	var wg sync.WaitGroup
@@ -411,7 +421,7 @@ func TestConcurrentStreamsEqualSequential(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], _ = collectStream(t, streamChat(t, context.Background(), ts.URL, body(i)))
+			got[i], _ = collectStream(t, streamChat(t, context.Background(), url, body(i)))
 		}()
 	}
 	wg.Wait()
@@ -420,6 +430,15 @@ func TestConcurrentStreamsEqualSequential(t *testing.T) {
 			t.Errorf("request %d: concurrent %q, sequential %q", i, got[i], want[i])
 		}
 	}
+}
+
+func TestConcurrentStreamsEqualSequential(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{MaxBatch: 256}, 0)
+	const n = 200
+	body := func(i int) string {
+		return fmt.Sprintf(`{"messages":[{"role":"user","content":"count %d"}],"stream":true,"temperature":0,"max_tokens":%d}`, i%23+1, 10+i%30)
+	}
+	concurrentEqualsSequential(t, ts.URL, n, body)
 	if v := metricValue(t, ts.URL, "dsv4_live_sequences"); v != 0 {
 		t.Errorf("live sequences after the run: %v", v)
 	}

@@ -184,6 +184,25 @@ def model_checks(c, model):
         model=model, messages=[{"role": "user", "content": "What is 17*23? Number only."}], temperature=0,
         max_tokens=32, stream=True) if ch.choices)
     check("stream equals non-stream (greedy)", text == (r.choices[0].message.content or ""), (text, r.choices[0].message.content))
+    if os.path.basename(os.path.normpath(c._model_path)) != "dsv4-tiny":
+        return
+    # the embedded model's training conversations (tools/train_tiny): tool calls and thinking
+    convs = {}
+    with open(os.path.join(ROOT, "tools", "train_tiny", "conversations.jsonl")) as f:
+        for line in f:
+            d = json.loads(line)
+            convs[d["name"]] = d
+    conv = convs["tool_weather_parallel_paris_tokyo"]
+    r = c.chat.completions.create(model=model, messages=conv["messages"][:2], tools=conv["tools"], temperature=0)
+    calls = [(tc.function.name, json.loads(tc.function.arguments)) for tc in r.choices[0].message.tool_calls or []]
+    check("embedded model: parallel tool calls", calls == [("get_weather", {"location": "Paris"}), ("get_weather", {"location": "Tokyo"})]
+          and r.choices[0].finish_reason == "tool_calls", r.choices[0])
+    conv = convs["think_00"]
+    r = c.chat.completions.create(model=model, messages=conv["messages"][:1], temperature=0,
+                                  extra_body={"chat_template_kwargs": {"thinking": True}})
+    msg, want = r.choices[0].message, conv["messages"][1]
+    check("embedded model: thinking", msg.content == want["content"]
+          and getattr(msg, "reasoning_content", None) == want["reasoning_content"], msg)
 
 
 def common_checks(c, base, model):

@@ -23,7 +23,9 @@ With --goldens it instead reads the Go-converted checkpoints
 -update`) and writes dequant_goldens.json into each: for every
 quantized tensor, the SHA-256 of its float32 dequantization computed here in
 torch from the format definitions (DeepSeek inference/convert.py for FP8 and
-MXFP4, NVIDIA ModelOpt for NVFP4), which Go must match bit for bit.
+MXFP4, NVIDIA ModelOpt for NVFP4), which Go must match bit for bit; for
+ckpt_nvfp4 also the bytes that NVIDIA ModelOpt's own NVFP4QTensor.quantize
+(nvidia-modelopt 0.47.0) makes of every routed expert of the BF16 source.
 """
 
 from __future__ import annotations
@@ -101,6 +103,77 @@ def deq_nvfp4(w: torch.Tensor, s: torch.Tensor, g: torch.Tensor) -> torch.Tensor
     return v * block.repeat_interleave(16, 1)[:, : v.shape[1]]
 
 
+def modelopt_nvfp4():
+    """NVIDIA ModelOpt's NVFP4QTensor (nvidia-modelopt 0.47.0, installed with
+    --no-deps by tools/setup.sh), loaded from its source files without the
+    package's import-time dependencies: nvfp4_tensor.py's class and
+    core_utils.py's reduce_amax / reduce_block_amax / reduce_block_padding,
+    unchanged, with stubs for the base class and the CUDA probe."""
+    import ast
+    import importlib.util
+
+    import torch.nn.functional as F
+
+    spec = importlib.util.find_spec("modelopt")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("nvidia-modelopt is not installed (tools/setup.sh installs it)")
+    root = os.path.join(list(spec.submodule_search_locations)[0], "torch", "quantization")
+    env = {"torch": torch, "F": F, "E2M1_MAX": 6.0, "E4M3_MAX": 448.0, "fp4_compatible": lambda: False,
+           "fp8_max_for_normalization": lambda q: 448.0,
+           "_FP8_DTYPES": (torch.float8_e4m3fn, torch.float8_e5m2)}
+
+    class BaseQuantizedTensor:
+        def __init__(self, shape, dtype, data):
+            self.metadata = {"shape": shape, "dtype": dtype}
+            self._quantized_data = data
+
+    env["BaseQuantizedTensor"] = BaseQuantizedTensor
+    for path, names in ((os.path.join(root, "utils", "core_utils.py"), {"reduce_amax", "reduce_block_amax", "reduce_block_padding"}),
+                        (os.path.join(root, "qtensor", "nvfp4_tensor.py"), None)):
+        tree = ast.parse(open(path).read())
+        keep = []
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if names is not None and not (isinstance(node, ast.FunctionDef) and node.name in names):
+                continue
+            keep.append(node)
+        exec(compile(ast.Module(body=keep, type_ignores=[]), path, "exec"), env)
+    return env["NVFP4QTensor"]
+
+
+def modelopt_references() -> dict:
+    """ModelOpt's NVFP4 quantization of every routed expert of the tiny HF model."""
+    from safetensors import safe_open
+
+    NVFP4QTensor = modelopt_nvfp4()
+    src = {}
+    with safe_open(os.path.join(TESTDATA, "ckpt_hf_bf16", "model.safetensors"), "pt") as f:
+        for k in f.keys():
+            src[k] = f.get_tensor(k)
+    out = {}
+    for k in sorted(src):
+        if not (k.endswith("mlp.experts.gate_up_proj") or k.endswith("mlp.experts.down_proj")):
+            continue
+        layer = k.split(".")[2]
+        t = src[k].float()
+        for e in range(t.shape[0]):
+            if k.endswith("gate_up_proj"):
+                half = t.shape[1] // 2
+                parts = {"w1": t[e, :half], "w3": t[e, half:]}
+            else:
+                parts = {"w2": t[e]}
+            for w, m in parts.items():
+                qt, scale, g = NVFP4QTensor.quantize(m.contiguous().clone(), 16)
+                name = f"layers.{layer}.ffn.experts.{e}.{w}"
+                out[name] = {
+                    "weight_sha256": hashlib.sha256(qt._quantized_data.contiguous().numpy().tobytes()).hexdigest(),
+                    "weight_scale_sha256": hashlib.sha256(scale.view(torch.uint8).contiguous().numpy().tobytes()).hexdigest(),
+                    "weight_scale_2": float(g),
+                }
+    return out
+
+
 def gen_goldens() -> None:
     from safetensors import safe_open
 
@@ -136,8 +209,11 @@ def gen_goldens() -> None:
                 "sha256": hashlib.sha256(deq.numpy().tobytes()).hexdigest(),
                 "first": [float(x) for x in deq.flatten()[:4].tolist()],
             }
+        doc = {"torch": torch.__version__, "tensors": res}
+        if ck == "ckpt_nvfp4":
+            doc["modelopt"] = modelopt_references()
         with open(os.path.join(d, "dequant_goldens.json"), "w") as f:
-            json.dump({"torch": torch.__version__, "tensors": res}, f, indent=1, sort_keys=True)
+            json.dump(doc, f, indent=1, sort_keys=True)
             f.write("\n")
 
 

@@ -13,4 +13,7 @@ fi
 .venv/bin/python -m pip install --upgrade pip >/dev/null
 # CPU wheels of torch keep the download small; any torch 2.15 build works.
 .venv/bin/python -m pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
+# NVIDIA ModelOpt's NVFP4 quantizer source is the reference of
+# gen_checkpoints.py --goldens; its many import-time dependencies are not needed.
+.venv/bin/python -m pip install --no-deps nvidia-modelopt==0.47.0
 .venv/bin/python -c "import torch, transformers; print('tools/.venv ready: torch', torch.__version__, 'transformers', transformers.__version__)"

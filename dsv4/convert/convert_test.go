@@ -324,3 +324,53 @@ func TestPartialGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestNVFP4MatchesModelOpt checks that the converter's NVFP4 experts are,
+// byte for byte, what NVIDIA ModelOpt's NVFP4QTensor.quantize (nvidia-modelopt
+// 0.47.0, run by tools/gen_checkpoints.py --goldens) makes of the same BF16
+// weights: packed E2M1 nibbles, E4M3 block scales and the F32 global scale.
+func TestNVFP4MatchesModelOpt(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(dstNVFP4, "dequant_goldens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		ModelOpt map[string]struct {
+			Weight  string  `json:"weight_sha256"`
+			Scale   string  `json:"weight_scale_sha256"`
+			Global2 float64 `json:"weight_scale_2"`
+		} `json:"modelopt"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	ck := load(t, dstNVFP4)
+	if len(g.ModelOpt) == 0 {
+		t.Fatal("no ModelOpt references (run tools/gen_checkpoints.py --goldens)")
+	}
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	for name, want := range g.ModelOpt {
+		x, err := ck.Raw(name + ".weight")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ck.Raw(name + ".weight_scale")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g2, err := ck.Raw(name + ".weight_scale_2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gv, _ := g2.Float32()
+		if sum(x.Data) != want.Weight {
+			t.Errorf("%s: packed weight differs from ModelOpt's", name)
+		}
+		if sum(s.Data) != want.Scale {
+			t.Errorf("%s: E4M3 block scales differ from ModelOpt's", name)
+		}
+		if gv[0] != float32(want.Global2) {
+			t.Errorf("%s: weight_scale_2 %g, ModelOpt %g", name, gv[0], want.Global2)
+		}
+	}
+}

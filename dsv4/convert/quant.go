@@ -93,7 +93,9 @@ func QuantizeMXFP4(w []float32, rows, cols int) (packed, scales []byte, err erro
 // ModelOpt does (NVFP4QTensor): a per-tensor global scale g = amax/(6*448)
 // (F32, "weight_scale_2"); per 16-input block of a row
 // s = e4m3(amax_block/(6*g)) ("weight_scale", 1 where the block is all
-// zero); nibble = e2m1(w / (float32(s)*g)), round to nearest even. A row's
+// zero, clamped to [2^-9, 448]); nibble = e2m1(w / (float32(s)*g)), round
+// to nearest even (ModelOpt's _cast_fp4: -0 and values rounding to 0 from
+// above keep only the sign of w < 0). A row's
 // last block is shorter when cols is not a multiple of 16. It returns the
 // packed weight [rows*cols/2], the E4M3 scales [rows*ceil(cols/16)] and g.
 func QuantizeNVFP4(w []float32, rows, cols int) (packed, scales []byte, global float32, err error) {
@@ -123,13 +125,11 @@ func QuantizeNVFP4(w []float32, rows, cols int) (packed, scales []byte, global f
 			if bs == 0 {
 				bs = 1
 			}
-			code := numfmt.F32ToE4M3(bs)
+			// Clamp into E4M3's range [2^-9, 448] before the cast, as ModelOpt's
+			// _cast_per_block_scale_to_fp8 (no block scale underflows to 0).
+			code := numfmt.F32ToE4M3(min(max(bs, 1.0/512), numfmt.E4M3Max))
 			scales[r*groups+g] = code
-			denom := numfmt.E4M3ToF32(code) * global
-			if denom == 0 { // an E4M3 underflow: the block is negligible next to the tensor's amax
-				denom = 1
-			}
-			packFP4Div(prow[g*8:g*8+len(blk)/2], blk, denom)
+			packFP4Div(prow[g*8:g*8+len(blk)/2], blk, numfmt.E4M3ToF32(code)*global)
 		}
 	}
 	return packed, scales, global, nil

@@ -36,18 +36,19 @@ func E2M1ToF32(c uint8) float32 { return e2m1Table[c&0xf] }
 const E2M1Max = 6
 
 // F32ToE2M1 encodes f as an E2M1 code with round-to-nearest-even on the FP4
-// grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating at ±6 (NaN encodes to +0).
+// grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, saturating at ±6, bit for bit as NVIDIA
+// ModelOpt's NVFP4QTensor._cast_fp4: the sign bit is set for f < 0 (so -0
+// encodes to +0 and -0.1 to -0); NaN encodes to +0.
 func F32ToE2M1(f float32) uint8 {
-	u := math.Float32bits(f)
-	sign := uint8(u>>28) & 8
-	a := math.Float32frombits(u &^ (1 << 31))
+	sign := b2u(f < 0) << 3 // -0 encodes as +0, as ModelOpt's _cast_fp4
+	a := math.Float32frombits(math.Float32bits(f) &^ (1 << 31))
 	// Count the midpoints between grid points that a lies above; "<=" at the
 	// midpoints below even codes and "<" below odd ones gives ties-to-even.
 	// Branch-free (quantizing random weights would mispredict every branch);
 	// NaN compares false everywhere and encodes to 0 (the sign is dropped).
 	c := b2u(a > 0.25) + b2u(a >= 0.75) + b2u(a > 1.25) + b2u(a >= 1.75) +
 		b2u(a > 2.5) + b2u(a >= 3.5) + b2u(a > 5)
-	return (sign &^ nanMask(a)) | c
+	return sign | c
 }
 
 func b2u(b bool) uint8 {
@@ -56,9 +57,6 @@ func b2u(b bool) uint8 {
 	}
 	return 0
 }
-
-// nanMask is 0xff when a is NaN, else 0.
-func nanMask(a float32) uint8 { return -b2u(a != a) }
 
 // E2M1PackedToF32 decodes packed FP4: byte j of src holds element 2j in its
 // LOW nibble and element 2j+1 in its HIGH nibble (DeepSeek's convert.py and

@@ -40,6 +40,7 @@ type ConfigError struct {
 	Expected string // what was expected, e.g. "one of 0, 4, 128"
 }
 
+// Error names the file, the field, the value and what was expected.
 func (e *ConfigError) Error() string {
 	where := "config"
 	if e.File != "" {
@@ -51,6 +52,7 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("dsv4: %s: field %q = %s: expected %s", where, e.Field, e.Value, e.Expected)
 }
 
+// Unwrap returns ErrConfig.
 func (e *ConfigError) Unwrap() error { return ErrConfig }
 
 // TensorError reports a problem with one tensor. Kind is one of
@@ -64,6 +66,7 @@ type TensorError struct {
 	Err    error  // underlying cause, if any
 }
 
+// Error names the class, the tensor, the file and the detail.
 func (e *TensorError) Error() string {
 	msg := fmt.Sprintf("%v: %q", e.Kind, e.Name)
 	if e.File != "" {
@@ -94,6 +97,7 @@ type ValidationError struct {
 	Errs []*TensorError
 }
 
+// Error lists the problems (the first 20).
 func (e *ValidationError) Error() string {
 	const maxShown = 20
 	s := fmt.Sprintf("dsv4: checkpoint validation failed (%d problems)", len(e.Errs))

@@ -72,6 +72,7 @@ const (
 	FormatNVFP4
 )
 
+// String returns "float", "int", "fp8-block", "mxfp4" or "nvfp4".
 func (f Format) String() string {
 	switch f {
 	case FormatFloat:

@@ -28,6 +28,7 @@ type Error struct {
 	Err    error // underlying OS or JSON error, if any
 }
 
+// Error names the class, the file, the tensor and the detail.
 func (e *Error) Error() string {
 	s := e.Kind.Error()
 	if e.File != "" {

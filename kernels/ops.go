@@ -61,6 +61,11 @@ func need(op string, s []float32, n int) {
 	}
 }
 
+// SIMD names the vector instructions the MatMul micro-kernels use: "" (portable scalar
+// Go, the default build) or "avx2+fma" (built with GOEXPERIMENT=simd on a CPU with AVX2
+// and FMA).
+var SIMD = ""
+
 // Workers is the number of goroutines the parallel ops use (default GOMAXPROCS at init).
 // Set it before use; it is read, not locked.
 var Workers = runtime.GOMAXPROCS(0)
@@ -109,10 +114,18 @@ func Dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// dot4 returns the dot products of x with four rows w0..w3 (len(x) each), sharing the
-// loads of x. Each product accumulates in index order, exactly as dot2x4 does, so that
-// a row's result does not depend on how rows are batched (batch invariance).
-func dot4(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
+// dot4 and dot2x4 are the MatMul micro-kernels: the portable scalar ones below, or the
+// AVX2+FMA ones of simd_amd64.go when built with GOEXPERIMENT=simd on a CPU that has
+// them. Within one build both accumulate every product in the same order, so that a
+// row's result does not depend on how rows are batched (batch invariance).
+var (
+	dot4   = dot4Scalar
+	dot2x4 = dot2x4Scalar
+)
+
+// dot4Scalar returns the dot products of x with four rows w0..w3 (len(x) each),
+// sharing the loads of x; each product accumulates in index order, as dot2x4Scalar.
+func dot4Scalar(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 	n := len(x)
 	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
 	var a0, a1, a2, a3 float32
@@ -125,9 +138,9 @@ func dot4(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 	return a0, a1, a2, a3
 }
 
-// dot2x4 returns the 8 dot products of rows x0, x1 with rows w0..w3 (len(x0) each),
-// sharing every load between two or four products.
-func dot2x4(x0, x1, w0, w1, w2, w3 []float32) (a, b [4]float32) {
+// dot2x4Scalar returns the 8 dot products of rows x0, x1 with rows w0..w3 (len(x0)
+// each), sharing every load between two or four products.
+func dot2x4Scalar(x0, x1, w0, w1, w2, w3 []float32) (a, b [4]float32) {
 	n := len(x0)
 	x1, w0, w1, w2, w3 = x1[:n], w0[:n], w1[:n], w2[:n], w3[:n]
 	var a0, a1, a2, a3, b0, b1, b2, b3 float32

@@ -138,6 +138,7 @@ func TestTopKTies(t *testing.T) {
 }
 
 func BenchmarkMatVec4096(b *testing.B) {
+	b.Logf("SIMD=%q", SIMD)
 	r := rand.New(rand.NewPCG(1, 1))
 	w := randSlice(r, 4096*4096)
 	x := randSlice(r, 4096)

@@ -283,7 +283,10 @@ __global__ void __launch_bounds__(WARPS * 32)
                  long long sstride, int ntiles, int K, float alpha,
                  const float *__restrict__ alphas, const int *__restrict__ ids,
                  const __nv_bfloat16 *__restrict__ x, long long xstride, float *__restrict__ y,
-                 long long ystride, int M, int N, int krange, int accumulate, int E) {
+                 long long ystride, int M, int N, int krange, int accumulate, int E,
+                 int mode) {
+  // mode: 0 = one split (store), 1 = split-K with float32 atomics into y zeroed by the
+  // launcher, 2 = split-K reduced through cluster distributed shared memory.
   constexpr int TOK = MT * 8;
   constexpr int WQ = Fmt<FMT>::WQ;
   constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
@@ -346,13 +349,12 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
   };
 
-  // Weights do not depend on the previous kernel: start streaming them, then wait for the
-  // previous grid (programmatic dependent launch) before reading x.
+  // With DSV4GO_PDL=1 (programmatic dependent launch) the next kernel may launch now and
+  // this one waits for the previous grid before reading x; without it both are no-ops.
+  // x is staged before the first weight loads are issued: the order measured fastest on the
+  // H200 (issuing the weight loads first made wo_b 40% slower, BENCHMARKS.md).
   const int nch = nk / 128;
   Chunk<FMT, RT> c0, c1;
-  if (active) load(c0);
-  // Let the next kernel in the stream launch now: its CTAs start streaming their own weights
-  // while this grid runs (they wait in griddepcontrol.wait before touching our outputs).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   {
@@ -367,6 +369,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     cp_wait<0>();
     __syncthreads();
   }
+  if (active) load(c0);
 
   float acc[RT][MT][4];
 #pragma unroll
@@ -437,7 +440,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // split-K: the gridDim.y CTAs of a cluster reduce through distributed shared memory into
   // rank 0, which stores (no atomics, no memset, deterministic).
   const int splits = gridDim.y;
-  if (splits > 1) {
+  if (mode == 2 && splits > 1) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     float *part = reinterpret_cast<float *>(xs + TOK * XR); // [RT*MT*4][threads]
@@ -478,7 +481,10 @@ __global__ void __launch_bounds__(WARPS * 32)
         if (row < N && tok < M) {
           float v = acc[r][n][q] * a_scale;
           float *dst = y + (size_t)tok * N + row;
-          *dst = accumulate ? *dst + v : v;
+          if (mode == 1)
+            atomicAdd(dst, v);
+          else
+            *dst = accumulate ? *dst + v : v;
         }
       }
     }
@@ -702,16 +708,28 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   }
   splits = max(splits, (kch + maxch - 1) / maxch);
   if (splits > kch) splits = kch;
-  if (splits > 16) splits = 16; // non-portable cluster size (sm_90: up to 16)
+  // Split-K reduction: float32 atomics into y zeroed first (default; measured faster on the
+  // H200), or DSV4GO_GEMV_CLUSTER=1: a thread-block cluster per split group reducing through
+  // distributed shared memory (no memset, deterministic; at most 16 splits).
+  static int use_cluster = [] {
+    const char *v = getenv("DSV4GO_GEMV_CLUSTER");
+    return (v && v[0] == '1') ? 1 : 0;
+  }();
+  if (use_cluster && splits > 16) splits = 16;
   int per = (kch + splits - 1) / splits;
   splits = (kch + per - 1) / per;
   if (per > maxch) return DSV4C_ERR_SHAPE;
+  const int mode = splits == 1 ? 0 : (use_cluster ? 2 : 1);
+  if (mode == 1 && !accumulate) {
+    cudaError_t e = cudaMemsetAsync(y, 0, (size_t)G * M * N * sizeof(float), st);
+    if (e != cudaSuccess) return (int)e;
+  }
   dim3 grid(rowBlocks, splits, G);
   size_t smem = (size_t)TOK * (per * 128 + 8) * 2;
-  if (splits > 1) smem += (size_t)RT * MT * 4 * WARPS * 32 * sizeof(float);
+  if (mode == 2) smem += (size_t)RT * MT * 4 * WARPS * 32 * sizeof(float);
   auto kern = qgemv_kernel<FMT, MT, RT, WARPS>;
   static bool np_set = false; // allow clusters of up to 16 CTAs (benign race: idempotent)
-  if (!np_set && splits > 8) {
+  if (mode == 2 && !np_set && splits > 8) {
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e != cudaSuccess) return (int)e;
     np_set = true;
@@ -722,12 +740,20 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   cfg.blockDim = dim3(WARPS * 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
+  // Programmatic dependent launch is opt-in (DSV4GO_PDL=1): on the H200 it made back-to-back
+  // GEMVs slower (early-launched dependents hold SM slots), see BENCHMARKS.md.
+  static int use_pdl = [] {
+    const char *v = getenv("DSV4GO_PDL");
+    return (v && v[0] == '1') ? 1 : 0;
+  }();
   cudaLaunchAttribute attr[2];
   int na = 0;
-  attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[na].val.programmaticStreamSerializationAllowed = 1;
-  na++;
-  if (splits > 1) {
+  if (use_pdl) {
+    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[na].val.programmaticStreamSerializationAllowed = 1;
+    na++;
+  }
+  if (mode == 2) {
     attr[na].id = cudaLaunchAttributeClusterDimension;
     attr[na].val.clusterDim.x = 1;
     attr[na].val.clusterDim.y = splits;
@@ -740,7 +766,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
                                        (long long)(wstride / 16), (long long)sstride, ntiles, K,
                                        alpha, alphas, ids, (const __nv_bfloat16 *)x,
                                        (long long)M * K, y, (long long)M * N, M, N, per * 128,
-                                       accumulate, ids ? E : G);
+                                       accumulate, ids ? E : G, mode);
   return (int)err;
 }
 

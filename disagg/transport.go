@@ -1,0 +1,405 @@
+package disagg
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// Source is the prefill side of a transfer: what a Transport serves. *Rooms
+// implements it.
+type Source interface {
+	// Identity is the model identity of the handoffs.
+	Identity() Identity
+	// Take waits for room id's handoff (see Rooms.Take); done reports the
+	// transfer's outcome.
+	Take(ctx context.Context, id uint64) (h *Handoff, done func(error), err error)
+	// Abort aborts room id on behalf of the decode side.
+	Abort(id uint64, reason string)
+}
+
+// Transport moves handoffs from prefill servers to decode servers. The
+// decode side pulls: it dials the prefill server's bootstrap address, the
+// handshake checks both identities, and Fetch streams one room's handoff.
+// GRPCTransport is the default; InProcess moves handoffs inside one process
+// without serialization; an RDMA transport (UCX or Mooncake through cgo)
+// would implement the same two methods behind a build tag, using the
+// bootstrap connection for descriptors and RDMA reads for the payload.
+type Transport interface {
+	// Serve serves src on lis until ctx ends or lis fails.
+	Serve(ctx context.Context, lis net.Listener, src Source) error
+	// Dial connects to the prefill server at addr ("host:port") and runs the
+	// handshake: it fails with ErrIncompatible if the peer's identity is
+	// not compatible with local, ErrUnavailable if it cannot be reached.
+	Dial(ctx context.Context, addr string, local Identity) (Conn, error)
+}
+
+// Conn is a decode server's connection to one prefill server.
+type Conn interface {
+	// Remote is the prefill server's identity, from the handshake.
+	Remote() Identity
+	// Fetch returns room id's handoff once the prefill side has it. Errors:
+	// ErrAborted (the prefill failed or was cancelled), ErrTimeout,
+	// ErrUnavailable (the peer went away: a partial stream gives
+	// ErrTruncated), the wire errors, or ctx.Err() — in which case the
+	// prefill side has been told to drop the room.
+	Fetch(ctx context.Context, id uint64) (*Handoff, error)
+	// Abort tells the prefill side to drop room id (also one it has not
+	// seen yet: a later prefill request for it then fails).
+	Abort(ctx context.Context, id uint64, reason string) error
+	// Close releases the connection.
+	Close() error
+}
+
+// InProcess is a Transport between servers of one process: Fetch hands over
+// the prefill side's *Handoff itself (no serialization, no copy). Addresses
+// are the listener addresses given to Serve. The zero value is ready to use.
+type InProcess struct {
+	mu   sync.Mutex
+	srcs map[string]Source
+}
+
+// Serve registers src under lis.Addr().String() until ctx ends. lis is not
+// read.
+func (t *InProcess) Serve(ctx context.Context, lis net.Listener, src Source) error {
+	addr := lis.Addr().String()
+	t.mu.Lock()
+	if t.srcs == nil {
+		t.srcs = map[string]Source{}
+	}
+	t.srcs[addr] = src
+	t.mu.Unlock()
+	<-ctx.Done()
+	t.mu.Lock()
+	delete(t.srcs, addr)
+	t.mu.Unlock()
+	return ctx.Err()
+}
+
+// Dial finds the source served at addr and checks its identity.
+func (t *InProcess) Dial(ctx context.Context, addr string, local Identity) (Conn, error) {
+	var src Source
+	for i := 0; ; i++ { // Serve may be starting in another goroutine
+		t.mu.Lock()
+		src = t.srcs[addr]
+		t.mu.Unlock()
+		if src != nil || i == 50 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if src == nil {
+		return nil, fmt.Errorf("%w: nothing served at %s", ErrUnavailable, addr)
+	}
+	if err := local.Compatible(src.Identity()); err != nil {
+		return nil, err
+	}
+	return inprocConn{src}, nil
+}
+
+type inprocConn struct{ src Source }
+
+func (c inprocConn) Remote() Identity { return c.src.Identity() }
+func (c inprocConn) Close() error     { return nil }
+func (c inprocConn) Abort(_ context.Context, id uint64, reason string) error {
+	c.src.Abort(id, reason)
+	return nil
+}
+
+func (c inprocConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
+	h, done, err := c.src.Take(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	done(nil)
+	return h, nil
+}
+
+// GRPCTransport carries handoffs over gRPC (google.golang.org/grpc): service
+// dsv4go.disagg.v1.Bootstrap with a unary Handshake and Abort and a
+// server-streaming Fetch whose messages are the wire format's frames (a
+// raw-bytes codec, so no protobuf code is generated). HTTP/2 gives flow
+// control; keepalive pings every 5 s (10 s timeout) are the heartbeat that
+// detects a dead peer mid-transfer.
+type GRPCTransport struct {
+	// ChunkBytes is the data payload of one frame (DefaultChunkBytes if 0).
+	ChunkBytes int
+	// Limits bound what the decode side accepts.
+	Limits Limits
+	// OnSent, if set, is called by the prefill side after each transfer
+	// with the payload bytes, the time it took and its error.
+	OnSent func(bytes int64, d time.Duration, err error)
+}
+
+const serviceName = "dsv4go.disagg.v1.Bootstrap"
+
+// rawCodec carries frames as they are. Marshal and Unmarshal copy, because
+// grpc may send after SendMsg returns and recycles its receive buffers.
+type rawCodec struct{}
+
+type rawMsg struct{ b []byte }
+
+func (rawCodec) Name() string { return "dsv4raw" }
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(*rawMsg)
+	if !ok {
+		return nil, fmt.Errorf("disagg: codec: unexpected %T", v)
+	}
+	return bytes.Clone(m.b), nil
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(*rawMsg)
+	if !ok {
+		return fmt.Errorf("disagg: codec: unexpected %T", v)
+	}
+	m.b = append(m.b[:0], data...)
+	return nil
+}
+
+type bootstrapService interface{ isBootstrap() }
+
+type grpcServer struct {
+	t   *GRPCTransport
+	src Source
+}
+
+func (*grpcServer) isBootstrap() {}
+
+type fetchReq struct {
+	Room   uint64 `json:"room"`
+	Config string `json:"config"`
+	Reason string `json:"reason,omitempty"`
+}
+
+var bootstrapDesc = grpc.ServiceDesc{
+	ServiceName: serviceName,
+	HandlerType: (*bootstrapService)(nil),
+	Methods: []grpc.MethodDesc{
+		{MethodName: "Handshake", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			var in rawMsg
+			if err := dec(&in); err != nil {
+				return nil, err
+			}
+			return srv.(*grpcServer).handshake(in.b)
+		}},
+		{MethodName: "Abort", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			var in rawMsg
+			if err := dec(&in); err != nil {
+				return nil, err
+			}
+			var r fetchReq
+			if err := json.Unmarshal(in.b, &r); err != nil {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
+			srv.(*grpcServer).src.Abort(r.Room, r.Reason)
+			return &rawMsg{}, nil
+		}},
+	},
+	Streams: []grpc.StreamDesc{{StreamName: "Fetch", ServerStreams: true, Handler: func(srv any, st grpc.ServerStream) error {
+		return srv.(*grpcServer).fetch(st)
+	}}},
+}
+
+func (s *grpcServer) handshake(b []byte) (any, error) {
+	var peer Identity
+	if err := json.Unmarshal(b, &peer); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	mine := s.src.Identity()
+	if err := mine.Compatible(peer); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	out, _ := json.Marshal(mine)
+	return &rawMsg{b: out}, nil
+}
+
+func (s *grpcServer) fetch(st grpc.ServerStream) error {
+	var in rawMsg
+	if err := st.RecvMsg(&in); err != nil {
+		return err
+	}
+	var r fetchReq
+	if err := json.Unmarshal(in.b, &r); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if r.Config != s.src.Identity().Config {
+		return status.Error(codes.FailedPrecondition, "config fingerprint differs")
+	}
+	ctx := st.Context()
+	h, done, err := s.src.Take(ctx, r.Room)
+	if err != nil {
+		return toStatus(err)
+	}
+	t0 := time.Now()
+	out := rawMsg{}
+	err = NewEncoder(s.src.Identity(), s.t.ChunkBytes).Encode(h, func(f []byte) error {
+		out.b = f
+		return st.SendMsg(&out)
+	})
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	done(err)
+	if s.t.OnSent != nil {
+		s.t.OnSent(h.Bytes(), time.Since(t0), err)
+	}
+	return err
+}
+
+func toStatus(err error) error {
+	switch {
+	case errors.Is(err, ErrAborted):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, ErrTimeout):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, ErrRoomInUse):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+func fromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.Aborted:
+		return fmt.Errorf("%w (remote: %s)", ErrAborted, msg)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%w (remote: %s)", ErrTimeout, msg)
+	case codes.AlreadyExists:
+		return fmt.Errorf("%w (remote: %s)", ErrRoomInUse, msg)
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w (remote: %s)", ErrIncompatible, msg)
+	case codes.Canceled:
+		return context.Canceled
+	case codes.Unavailable, codes.Internal, codes.Unknown:
+		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+	}
+	return fmt.Errorf("disagg: remote error %s: %s", st.Code(), msg)
+}
+
+// Serve runs the bootstrap gRPC service for src on lis until ctx ends.
+func (t *GRPCTransport) Serve(ctx context.Context, lis net.Listener, src Source) error {
+	gs := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}),
+		grpc.MaxRecvMsgSize(MaxFrameBytes+frameOverhead), grpc.MaxSendMsgSize(MaxFrameBytes+frameOverhead),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 2 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 10 * time.Second}))
+	gs.RegisterService(&bootstrapDesc, &grpcServer{t: t, src: src})
+	stop := context.AfterFunc(ctx, gs.Stop)
+	defer stop()
+	err := gs.Serve(lis)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+type grpcConn struct {
+	t      *GRPCTransport
+	cc     *grpc.ClientConn
+	local  Identity
+	remote Identity
+}
+
+// Dial connects to addr and runs the handshake.
+func (t *GRPCTransport) Dial(ctx context.Context, addr string, local Identity) (Conn, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}), grpc.MaxCallRecvMsgSize(MaxFrameBytes+frameOverhead)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	c := &grpcConn{t: t, cc: cc, local: local}
+	b, _ := json.Marshal(local)
+	var out rawMsg
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := cc.Invoke(hctx, "/"+serviceName+"/Handshake", &rawMsg{b: b}, &out, grpc.WaitForReady(false)); err != nil {
+		cc.Close()
+		return nil, fromStatus(err)
+	}
+	if err := json.Unmarshal(out.b, &c.remote); err != nil {
+		cc.Close()
+		return nil, fmt.Errorf("%w: handshake reply: %v", ErrMalformed, err)
+	}
+	if err := local.Compatible(c.remote); err != nil {
+		cc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *grpcConn) Remote() Identity { return c.remote }
+func (c *grpcConn) Close() error     { return c.cc.Close() }
+
+func (c *grpcConn) Abort(ctx context.Context, id uint64, reason string) error {
+	b, _ := json.Marshal(fetchReq{Room: id, Config: c.local.Config, Reason: reason})
+	var out rawMsg
+	return fromStatus(c.cc.Invoke(ctx, "/"+serviceName+"/Abort", &rawMsg{b: b}, &out))
+}
+
+var fetchDesc = grpc.StreamDesc{StreamName: "Fetch", ServerStreams: true}
+
+func (c *grpcConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := c.cc.NewStream(ctx, &fetchDesc, "/"+serviceName+"/Fetch")
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	b, _ := json.Marshal(fetchReq{Room: id, Config: c.local.Config})
+	if err := st.SendMsg(&rawMsg{b: b}); err != nil {
+		return nil, fromStatus(err)
+	}
+	if err := st.CloseSend(); err != nil {
+		return nil, fromStatus(err)
+	}
+	d := NewDecoder(c.local, c.t.Limits)
+	var in rawMsg
+	for {
+		err := st.RecvMsg(&in)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				h, herr := d.Handoff()
+				if herr == nil && h.Room != id {
+					return nil, fmt.Errorf("%w: got room %d, asked for %d", ErrMalformed, h.Room, id)
+				}
+				return h, herr
+			}
+			if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable && d.hd != nil {
+				return nil, fmt.Errorf("%w: %w after %d bytes: %s", ErrUnavailable, ErrTruncated, d.off, st.Message())
+			}
+			return nil, fromStatus(err)
+		}
+		if err := d.Next(in.b); err != nil {
+			return nil, err
+		}
+	}
+}

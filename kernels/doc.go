@@ -17,7 +17,18 @@
 //     input: dsv4 validates shapes at load time).
 //
 // Weights are dequantized to float32 once, at load (see dsv4): the CPU kernels read only
-// float32. That costs 4 bytes per parameter (a tiny test model: a few MiB; V4-Flash, 284 B
-// parameters: 1.1 TB, which no CPU host of this project holds anyway), and buys the
-// fastest CPU inner loop (no per-use decode of FP8/FP4 blocks) and bit-stable results.
+// float32. That costs 4 bytes per parameter (a tiny test model: a few MiB; one
+// V4-Flash-sized layer: 27 GB with its 256 experts; V4-Flash, 284 B parameters: 1.1 TB,
+// which no CPU host of this project holds anyway), and buys the fastest CPU inner loop
+// (no per-use decode of FP8/FP4 blocks) and bit-stable results. On-the-fly decoding
+// would cut resident memory 2-8x but adds work to every multiply-add of a loop that is
+// already compute-bound at prefill; it is the GPU backend's job.
+//
+// MatMul is batch invariant: every output accumulates in the same order whatever the
+// number of rows, so a row's result depends only on that row (a sequence gets
+// bit-identical logits alone or batched, prefilled at once or token by token). The
+// default build is portable scalar Go; built with GOEXPERIMENT=simd on amd64 with AVX2
+// and FMA, the MatMul micro-kernels use 8-wide fused multiply-adds (about 3x the
+// GFLOP/s; see BENCHMARKS.md). gorgonia.org/tensor was not used: its float32 matmul
+// gives no batch-invariance guarantee and would add a dependency to the hot path.
 package kernels

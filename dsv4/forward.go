@@ -89,8 +89,8 @@ func build(cfg *Config, src tensorSource) (*network, error) {
 	}
 	n.norm = get("norm.weight", D)
 	n.head = hcHead{fn: get("hc_head.hc_fn", hc, hc*D), base: get("hc_head.hc_base", hc), scale: get("hc_head.hc_scale", 1)}
-	n.ropeMain = newRopeTable(cfg.RopeMain, cfg.QKRopeHeadDim)
-	n.ropeCompress = newRopeTable(cfg.RopeCompress, cfg.QKRopeHeadDim)
+	n.ropeMain = newRopeTable(cfg.RopeMain, cfg.QKRopeHeadDim, cfg.MaxPositionEmbeddings)
+	n.ropeCompress = newRopeTable(cfg.RopeCompress, cfg.QKRopeHeadDim, cfg.MaxPositionEmbeddings)
 	mix := cfg.HCMixDim()
 	for i := 0; i < cfg.NumHiddenLayers && g.err == nil; i++ {
 		p := fmt.Sprintf("layers.%d.", i)

@@ -16,7 +16,7 @@ type ropeTable struct {
 	scale   float64   // attention factor
 }
 
-func newRopeTable(p RopeParameters, dim int) *ropeTable {
+func newRopeTable(p RopeParameters, dim, maxPos int) *ropeTable {
 	half := dim / 2
 	base := p.RopeTheta
 	posFreq := make([]float32, half)
@@ -35,6 +35,13 @@ func newRopeTable(p RopeParameters, dim int) *ropeTable {
 		return t
 	}
 	factor := p.Factor
+	if factor == 0 && p.OriginalMaxPositionEmbeddings > 0 {
+		// transformers: factor = max_position_embeddings / original_max_position_embeddings
+		factor = float64(maxPos) / float64(p.OriginalMaxPositionEmbeddings)
+	}
+	if factor == 0 {
+		factor = 1
+	}
 	betaFast, betaSlow := p.BetaFast, p.BetaSlow
 	if betaFast == 0 {
 		betaFast = 32

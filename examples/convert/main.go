@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 
@@ -19,21 +20,29 @@ import (
 )
 
 func main() {
-	experts := flag.String("experts", "mxfp4", "routed expert format: mxfp4 (DeepSeek) or nvfp4 (NVIDIA ModelOpt)")
-	shard := flag.Int64("shard-bytes", convert.DefaultMaxShardBytes, "maximum bytes per output shard")
-	inputScale := flag.Float64("input-scale", 0, "NVFP4 activation input_scale to record (0: omit)")
-	quiet := flag.Bool("q", false, "no progress bar")
-	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: convert [flags] SRC_DIR DST_DIR\n")
-		flag.PrintDefaults()
-	}
-	flag.Parse()
-	if flag.NArg() != 2 {
-		flag.Usage()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+// run parses args, converts, and returns the exit status (2: usage).
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("convert", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	experts := fs.String("experts", "mxfp4", "routed expert format: mxfp4 (DeepSeek) or nvfp4 (NVIDIA ModelOpt)")
+	shard := fs.Int64("shard-bytes", convert.DefaultMaxShardBytes, "maximum bytes per output shard")
+	inputScale := fs.Float64("input-scale", 0, "NVFP4 activation input_scale to record (0: omit)")
+	quiet := fs.Bool("q", false, "no progress bar")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: convert [flags] SRC_DIR DST_DIR\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil || fs.NArg() != 2 {
+		if err == nil {
+			fs.Usage()
+		}
+		return 2
+	}
 	opts := convert.Options{
 		Experts:         convert.ExpertFormat(*experts),
 		MaxShardBytes:   *shard,
@@ -44,14 +53,15 @@ func main() {
 		opts.Progress = func(done, total int) {
 			if bar == nil {
 				bar = progressbar.NewOptions(total, progressbar.OptionSetDescription("converting"),
-					progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
+					progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount())
 			}
 			bar.Set(done)
 		}
 	}
-	if err := convert.Convert(ctx, flag.Arg(0), flag.Arg(1), opts); err != nil {
-		fmt.Fprintln(os.Stderr, "\nconvert:", err)
-		os.Exit(1)
+	if err := convert.Convert(ctx, fs.Arg(0), fs.Arg(1), opts); err != nil {
+		fmt.Fprintln(stderr, "\nconvert:", err)
+		return 1
 	}
-	fmt.Fprintf(os.Stderr, "\nwrote %s\n", flag.Arg(1))
+	fmt.Fprintf(stderr, "\nwrote %s\n", fs.Arg(1))
+	return 0
 }

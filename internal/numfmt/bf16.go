@@ -32,9 +32,18 @@ func BF16BytesToF32(dst []float32, src []byte) error {
 		return ErrShortBuffer
 	}
 	src = src[:2*len(dst)]
-	for i := range dst {
-		s := src[2*i : 2*i+2 : 2*i+2]
-		dst[i] = math.Float32frombits(uint32(s[0])<<16 | uint32(s[1])<<24)
+	// Four values per 8-byte load.
+	n4 := len(dst) &^ 3
+	for i := 0; i < n4; i += 4 {
+		v := binary.LittleEndian.Uint64(src[2*i:])
+		d := dst[i : i+4 : i+4]
+		d[0] = math.Float32frombits(uint32(v) << 16)
+		d[1] = math.Float32frombits(uint32(v>>16) << 16)
+		d[2] = math.Float32frombits(uint32(v>>32) << 16)
+		d[3] = math.Float32frombits(uint32(v>>48) << 16)
+	}
+	for i := n4; i < len(dst); i++ {
+		dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
 	}
 	return nil
 }

@@ -415,6 +415,23 @@ def gen_quant():
                            min_index_margin=rec.min_index_margin, min_router_margin=rec.min_router_margin), f)
 
 
+def gen_rope():
+    """inv_freq of the main and compress RoPE of the default (V4-Flash) config, as
+    DeepseekV4RotaryEmbedding computes them (float32), for the Go rope test."""
+    config = DeepseekV4Config(rope_parameters={"rope_type": "yarn", "factor": 16, "original_max_position_embeddings": 65536,
+                                               "beta_fast": 32, "beta_slow": 1})
+    rot = mv4.DeepseekV4RotaryEmbedding(config)
+    out = {"config": {"rope_parameters": config.rope_parameters, "head_dim": config.head_dim,
+                      "partial_rotary_factor": config.partial_rotary_factor,
+                      "max_position_embeddings": config.max_position_embeddings}}
+    for t in ("main", "compress"):
+        out[t] = getattr(rot, f"{t}_inv_freq").to(torch.float32).tolist()
+        out[t + "_attention_scaling"] = getattr(rot, f"{t}_attention_scaling")
+    with open(os.path.join(OUT, "rope_flash.json"), "w") as f:
+        json.dump(out, f)
+        f.write("\n")
+
+
 def main():
     torch.set_num_threads(1)
     float64_oracle()
@@ -425,6 +442,8 @@ def main():
         gen(spec, check_margins=spec is not TIES)
     if not names or "quant" in names:
         gen_quant()
+    if not names or "rope" in names:
+        gen_rope()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ package dsv4
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -372,5 +373,70 @@ func TestTensorOddShapesNoPanic(t *testing.T) {
 		_, _ = tn.SliceRows(0, 1)
 		_, _ = tn.Int32s()
 		_ = tn.DequantizeRows(nil, 0, 0)
+	}
+}
+
+// TestRandomCorruptionNoPanic rewrites the converted checkpoints with random
+// dtype, shape and name edits; OpenCheckpoint must return a typed error or a
+// checkpoint whose every tensor dequantizes without panicking.
+func TestRandomCorruptionNoPanic(t *testing.T) {
+	dtypes := []safetensors.DType{safetensors.F32, safetensors.BF16, safetensors.F8E4M3, safetensors.F8E8M0,
+		safetensors.I8, safetensors.U8, safetensors.I32, safetensors.I64}
+	rng := rand.New(rand.NewPCG(7, 7))
+	n := 60
+	if testing.Short() {
+		n = 10
+	}
+	for i := range n {
+		src := []string{"testdata/ckpt_fp8_mxfp4", "testdata/ckpt_nvfp4", "testdata/ckpt_hf_bf16"}[i%3]
+		dir := rewritten(t, src, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+			for range 1 + rng.IntN(3) {
+				w := &ts[rng.IntN(len(ts))]
+				switch rng.IntN(4) {
+				case 0: // new dtype, data resized to fit
+					w.DType = dtypes[rng.IntN(len(dtypes))]
+				case 1: // shape permuted or truncated
+					if len(w.Shape) > 1 {
+						w.Shape[0], w.Shape[1] = w.Shape[1], w.Shape[0]
+					} else if len(w.Shape) == 1 {
+						w.Shape[0] = int64(rng.IntN(8))
+					}
+				case 2: // renamed into another tensor's slot or a sibling scale
+					w.Name = ts[rng.IntN(len(ts))].Name + []string{".scale", "_scale", ".weight_scale", ".weight_scale_2", ""}[rng.IntN(5)]
+				case 3: // garbage bytes
+					for j := range w.Data {
+						w.Data[j] = byte(rng.Uint32())
+					}
+				}
+				n := int64(w.DType.Size())
+				for _, d := range w.Shape {
+					n *= d
+				}
+				w.Data = append(w.Data[:0:0], make([]byte, n)...)
+			}
+			// Renames may collide; keep the first of each name.
+			seen := map[string]bool{}
+			return slices.DeleteFunc(ts, func(w safetensors.WriteTensor) bool {
+				dup := seen[w.Name]
+				seen[w.Name] = true
+				return dup
+			})
+		})
+		ck, err := OpenCheckpoint(context.Background(), dir)
+		if err != nil {
+			var te *TensorError
+			var ce *ConfigError
+			if !errors.As(err, &te) && !errors.As(err, &ce) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			continue
+		}
+		ck.Weights().Tensors(func(name string, x *Tensor) error {
+			if x.Format != FormatInt {
+				_, _ = x.Float32()
+			}
+			return nil
+		})
+		ck.Close()
 	}
 }

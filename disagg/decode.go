@@ -1,0 +1,298 @@
+package disagg
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ErrMismatch: the transferred state was made from another prompt or other
+// sampling parameters than the decode side computed for the same request.
+var ErrMismatch = errors.New("disagg: prefill and decode disagree on the request")
+
+// DecodeConfig configures a DecodeServer. Model is required.
+type DecodeConfig struct {
+	Model *dsv4.Model
+	// Name is the served model name (default "dsv4").
+	Name string
+	// EngineOptions configure the decode engine (StepTokens is overridden:
+	// a prompt must reach the backend in one call).
+	EngineOptions dsv4.EngineOptions
+	// Transport dials prefill servers (default &GRPCTransport{}).
+	Transport Transport
+	// FetchTimeout bounds the wait for a room's state (default 60 s).
+	FetchTimeout time.Duration
+	// Registry receives the metrics (default: a new registry, served at
+	// /metrics by Handler).
+	Registry *prometheus.Registry
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// DecodeServer is the decode role: it serves POST /v1/chat/completions. A
+// request with bootstrap fields (concurrent mode) or kv_transfer_params
+// (sequential mode) has its state fetched from the named prefill server
+// (handshake once per prefill server, then one Fetch per room), checked
+// against the prompt and sampling parameters the decode side computes
+// itself, and admitted into a continuous-batching dsv4.Engine as if it had
+// been prefilled there; the output is an OpenAI chat.completion or SSE
+// stream. A request without them is served locally (decode-only fallback).
+// A client disconnect cancels the fetch (aborting the room on the prefill
+// side) or the generation.
+//
+// GET /health, /server_info and /metrics are served too; the live-state
+// gauge dsv4_disagg_decode_rooms returns to 0 when no request is in flight.
+type DecodeServer struct {
+	cfg  DecodeConfig
+	eng  *dsv4.Engine
+	back *decodeBackend
+	id   Identity
+	log  *slog.Logger
+	reg  *prometheus.Registry
+
+	mu    sync.Mutex
+	conns map[string]Conn
+
+	live        prometheus.Gauge
+	fetchSecs   prometheus.Histogram
+	fetchBytes  prometheus.Counter
+	failures    *prometheus.CounterVec
+	restoredCtr prometheus.CounterFunc
+}
+
+// NewDecodeServer starts a decode server's engine for cfg.Model.
+func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("disagg: DecodeConfig.Model is nil")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "dsv4"
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = &GRPCTransport{}
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	eng, back, err := newDecodeEngine(cfg.Model, cfg.EngineOptions)
+	if err != nil {
+		return nil, err
+	}
+	d := &DecodeServer{cfg: cfg, eng: eng, back: back, id: ModelIdentity(cfg.Model, cfg.Name), log: cfg.Logger,
+		reg: cfg.Registry, conns: map[string]Conn{}}
+	d.live = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dsv4_disagg_decode_rooms",
+		Help: "Requests on the decode server that hold or await transferred state."})
+	d.fetchSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_disagg_fetch_seconds",
+		Help: "Time from asking a prefill server for a room to holding its state.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)})
+	d.fetchBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_disagg_received_bytes_total",
+		Help: "KV state bytes received from prefill servers."})
+	d.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_disagg_decode_failures_total",
+		Help: "Failed disaggregated requests on the decode server, by stage."}, []string{"stage"})
+	d.restoredCtr = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dsv4_disagg_restored_prompts_total",
+		Help: "Prompts admitted from transferred state instead of a local prefill."}, func() float64 { return float64(back.restored.Load()) })
+	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dsv4_engine_live_sequences",
+		Help: "Sequences holding state in the decode engine."}, func() float64 { return float64(eng.Stats().LiveSequences) })
+	d.reg.MustRegister(d.live, d.fetchSecs, d.fetchBytes, d.failures, d.restoredCtr, live)
+	return d, nil
+}
+
+// Identity returns the server's model identity.
+func (d *DecodeServer) Identity() Identity { return d.id }
+
+// Engine returns the decode engine.
+func (d *DecodeServer) Engine() *dsv4.Engine { return d.eng }
+
+// Close closes the connections to prefill servers and the engine.
+func (d *DecodeServer) Close() error {
+	d.mu.Lock()
+	for k, c := range d.conns {
+		c.Close()
+		delete(d.conns, k)
+	}
+	d.mu.Unlock()
+	return d.eng.Close(context.Background())
+}
+
+// Handler returns the HTTP API.
+func (d *DecodeServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", d.chat)
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
+		st := d.eng.Stats()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"role": "decode", "identity": d.id,
+			"live_sequences": st.LiveSequences, "pending_handoffs": d.back.nPend.Load()})
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// conn returns the cached connection to a prefill server, dialing (and
+// running the handshake) on first use.
+func (d *DecodeServer) conn(ctx context.Context, addr string) (Conn, error) {
+	d.mu.Lock()
+	c := d.conns[addr]
+	d.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := d.cfg.Transport.Dial(ctx, addr, d.id)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if old := d.conns[addr]; old != nil {
+		d.mu.Unlock()
+		c.Close()
+		return old, nil
+	}
+	d.conns[addr] = c
+	d.mu.Unlock()
+	return c, nil
+}
+
+func (d *DecodeServer) dropConn(addr string, c Conn) {
+	d.mu.Lock()
+	if d.conns[addr] == c {
+		delete(d.conns, addr)
+		c.Close()
+	}
+	d.mu.Unlock()
+}
+
+func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var raw map[string]json.RawMessage
+	var req dsv4.ChatRequest
+	if err := json.Unmarshal(body, &raw); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "malformed JSON: "+err.Error())
+		return
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid request: "+err.Error())
+		return
+	}
+	bs, pd, err := bootstrapOf(raw)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	ctx := r.Context()
+	if !pd {
+		stream, err := d.eng.ChatStream(ctx, &req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		_ = writeChat(w, r, &req, d.cfg.Name, stream, nil)
+		return
+	}
+	d.live.Inc()
+	defer d.live.Dec()
+	prompt, err := d.eng.ChatPrompt(&req)
+	if err != nil {
+		d.failures.WithLabelValues("request").Inc()
+		d.abort(bs, "invalid request on decode side")
+		writeErr(w, err)
+		return
+	}
+	samp, err := samplingJSON(&req)
+	if err != nil {
+		d.abort(bs, "invalid sampling parameters on decode side")
+		writeErr(w, err)
+		return
+	}
+	h, err := d.fetch(ctx, bs)
+	if err != nil {
+		if ctx.Err() == nil {
+			writeErr(w, err)
+		}
+		return
+	}
+	if !slices.Equal(h.Prompt, prompt) {
+		d.failures.WithLabelValues("mismatch").Inc()
+		writeErr(w, fmt.Errorf("%w: prompt of %d tokens from prefill, %d here", ErrMismatch, len(h.Prompt), len(prompt)))
+		return
+	}
+	if !bytes.Equal(h.Sampling, samp) {
+		d.failures.WithLabelValues("mismatch").Inc()
+		writeErr(w, fmt.Errorf("%w: sampling parameters %s from prefill, %s here", ErrMismatch, h.Sampling, samp))
+		return
+	}
+	n := 1
+	if req.N != nil && *req.N > 0 {
+		n = *req.N
+	}
+	release := d.back.register(h, n)
+	defer release()
+	stream, err := d.eng.ChatStream(ctx, &req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := writeChat(w, r, &req, d.cfg.Name, stream, nil); err != nil && ctx.Err() == nil {
+		d.failures.WithLabelValues("generate").Inc()
+	}
+}
+
+// fetch gets room bs.Room from its prefill server within FetchTimeout.
+func (d *DecodeServer) fetch(ctx context.Context, bs Bootstrap) (*Handoff, error) {
+	t0 := time.Now()
+	addr := bs.Addr()
+	c, err := d.conn(ctx, addr)
+	if err != nil {
+		d.failures.WithLabelValues("connect").Inc()
+		return nil, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, d.cfg.FetchTimeout)
+	defer cancel()
+	h, err := c.Fetch(fctx, bs.Room)
+	if err != nil {
+		d.failures.WithLabelValues("fetch").Inc()
+		if errors.Is(err, ErrUnavailable) {
+			d.dropConn(addr, c)
+		}
+		if fctx.Err() != nil {
+			d.abort(bs, "decode side gave up: "+fctx.Err().Error())
+			if ctx.Err() == nil {
+				return nil, fmt.Errorf("%w: waited %v for room %d", ErrTimeout, d.cfg.FetchTimeout, bs.Room)
+			}
+		}
+		return nil, err
+	}
+	d.fetchSecs.Observe(time.Since(t0).Seconds())
+	d.fetchBytes.Add(float64(h.Bytes()))
+	return h, nil
+}
+
+// abort tells the prefill server to drop a room (best effort, bounded).
+func (d *DecodeServer) abort(bs Bootstrap, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := d.conn(ctx, bs.Addr())
+	if err != nil {
+		return
+	}
+	_ = c.Abort(ctx, bs.Room, reason)
+}

@@ -1,0 +1,260 @@
+package disagg
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+)
+
+// MaxBodyBytes bounds a request body read by the servers and the router.
+const MaxBodyBytes = 32 << 20
+
+type apiError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    any    `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	e := apiError{Message: msg, Type: typ}
+	if code != "" {
+		e.Code = code
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
+}
+
+// errorStatus maps an engine or transfer error to an HTTP status, an
+// OpenAI error type and code.
+func errorStatus(err error) (int, string, string) {
+	var pe *dsv4.ParamError
+	switch {
+	case errors.As(err, &pe), errors.Is(err, dsv4.ErrInvalidParams):
+		return http.StatusBadRequest, "invalid_request_error", ""
+	case errors.Is(err, dsv4.ErrContextLength):
+		return http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
+	case errors.Is(err, dsv4.ErrRequestTooLarge):
+		return http.StatusBadRequest, "invalid_request_error", "request_too_large"
+	case errors.Is(err, dsv4.ErrQueueFull), errors.Is(err, dsv4.ErrEngineClosed):
+		return http.StatusServiceUnavailable, "service_unavailable", "overloaded"
+	case errors.Is(err, ErrIncompatible):
+		return http.StatusBadGateway, "internal_error", "incompatible_peer"
+	case errors.Is(err, ErrAborted):
+		return http.StatusBadGateway, "internal_error", "transfer_aborted"
+	case errors.Is(err, ErrTimeout):
+		return http.StatusGatewayTimeout, "internal_error", "transfer_timeout"
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrTruncated), errors.Is(err, ErrChecksum), errors.Is(err, ErrMalformed):
+		return http.StatusBadGateway, "internal_error", "transfer_failed"
+	case errors.Is(err, ErrRoomInUse):
+		return http.StatusConflict, "invalid_request_error", "room_in_use"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return 499, "invalid_request_error", "cancelled"
+	}
+	return http.StatusInternalServerError, "internal_error", ""
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	st, typ, code := errorStatus(err)
+	writeError(w, st, typ, code, err.Error())
+}
+
+// readBody reads a POST body within MaxBodyBytes, writing the error itself.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "use POST")
+		return nil, false
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "reading body: "+err.Error())
+		return nil, false
+	}
+	return b, true
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Bootstrap is where a decode server finds a request's state: the prefill
+// server's bootstrap address and the room (SGLang's bootstrap_host,
+// bootstrap_port and bootstrap_room request fields; in sequential mode the
+// same three inside kv_transfer_params).
+type Bootstrap struct {
+	Host string `json:"bootstrap_host"`
+	Port int    `json:"bootstrap_port"`
+	Room uint64 `json:"bootstrap_room"`
+}
+
+// Addr is host:port.
+func (b Bootstrap) Addr() string { return joinHostPort(b.Host, b.Port) }
+
+func joinHostPort(h string, p int) string {
+	if len(h) > 0 && h[0] != '[' && containsColon(h) {
+		h = "[" + h + "]"
+	}
+	return h + ":" + strconv.Itoa(p)
+}
+
+func containsColon(s string) bool {
+	for i := range len(s) {
+		if s[i] == ':' {
+			return true
+		}
+	}
+	return false
+}
+
+// bootstrapOf extracts the bootstrap fields of a request body: top level
+// (concurrent mode) or kv_transfer_params (sequential mode). ok is false when
+// neither is present.
+func bootstrapOf(raw map[string]json.RawMessage) (Bootstrap, bool, error) {
+	src := raw
+	if p, has := raw["kv_transfer_params"]; has && string(p) != "null" {
+		src = nil
+		if err := json.Unmarshal(p, &src); err != nil {
+			return Bootstrap{}, false, fmt.Errorf("%w: kv_transfer_params: %v", dsv4.ErrInvalidParams, err)
+		}
+	}
+	rr, has := src["bootstrap_room"]
+	if !has || string(rr) == "null" {
+		return Bootstrap{}, false, nil
+	}
+	var b Bootstrap
+	if err := json.Unmarshal(rr, &b.Room); err != nil {
+		return b, false, fmt.Errorf("%w: bootstrap_room: %v", dsv4.ErrInvalidParams, err)
+	}
+	if h, ok := src["bootstrap_host"]; ok {
+		if err := json.Unmarshal(h, &b.Host); err != nil {
+			return b, false, fmt.Errorf("%w: bootstrap_host: %v", dsv4.ErrInvalidParams, err)
+		}
+	}
+	if p, ok := src["bootstrap_port"]; ok {
+		if err := json.Unmarshal(p, &b.Port); err != nil {
+			return b, false, fmt.Errorf("%w: bootstrap_port: %v", dsv4.ErrInvalidParams, err)
+		}
+	}
+	return b, true, nil
+}
+
+type chatChunkJSON struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []chunkChoiceJSON `json:"choices"`
+	Usage   *dsv4.Usage       `json:"usage,omitempty"`
+}
+
+type chunkChoiceJSON struct {
+	Index        int                `json:"index"`
+	Delta        dsv4.ChatDelta     `json:"delta"`
+	Logprobs     *dsv4.ChatLogprobs `json:"logprobs"`
+	FinishReason *string            `json:"finish_reason"`
+	MatchedStop  any                `json:"matched_stop,omitempty"`
+}
+
+type chatResponseJSON struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []dsv4.ChatChoice `json:"choices"`
+	Usage   dsv4.Usage        `json:"usage"`
+}
+
+// writeChat renders an engine chat stream as an OpenAI chat.completion (JSON)
+// or chat.completion.chunk events (SSE ending in [DONE]). onFirst is called at
+// the first chunk (TTFT). It returns the stream's error, if any.
+func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, model string, stream iter.Seq2[*dsv4.ChatChunk, error], onFirst func()) error {
+	id, created := newID("chatcmpl-"), time.Now().Unix()
+	first := true
+	if !req.Stream {
+		var acc dsv4.ChatAccumulator
+		for ch, err := range stream {
+			if err != nil {
+				writeErr(w, err)
+				return err
+			}
+			if first && onFirst != nil {
+				onFirst()
+			}
+			first = false
+			acc.Add(ch)
+		}
+		resp := acc.Response()
+		w.Header().Set("Content-Type", "application/json")
+		return json.NewEncoder(w).Encode(chatResponseJSON{ID: id, Object: "chat.completion", Created: created,
+			Model: model, Choices: resp.Choices, Usage: resp.Usage})
+	}
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	write := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	for ch, err := range stream {
+		if err != nil {
+			if r.Context().Err() == nil {
+				_, typ, code := errorStatus(err)
+				e := apiError{Message: err.Error(), Type: typ}
+				if code != "" {
+					e.Code = code
+				}
+				_ = write(map[string]apiError{"error": e})
+				_, _ = io.WriteString(w, "data: [DONE]\n\n")
+				_ = rc.Flush()
+			}
+			return err
+		}
+		if first && onFirst != nil {
+			onFirst()
+		}
+		first = false
+		out := chatChunkJSON{ID: id, Object: "chat.completion.chunk", Created: created, Model: model}
+		if ch.Usage != nil {
+			if !includeUsage {
+				continue
+			}
+			out.Choices = []chunkChoiceJSON{}
+			out.Usage = ch.Usage
+		} else {
+			c := chunkChoiceJSON{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
+			if ch.FinishReason != "" {
+				c.FinishReason = &ch.FinishReason
+			}
+			out.Choices = []chunkChoiceJSON{c}
+		}
+		if err := write(out); err != nil {
+			return err // client gone: leaving the loop frees the engine's state
+		}
+	}
+	_, err := io.WriteString(w, "data: [DONE]\n\n")
+	_ = rc.Flush()
+	return err
+}

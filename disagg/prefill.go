@@ -1,0 +1,304 @@
+package disagg
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// PrefillConfig configures a PrefillServer. Model is required.
+type PrefillConfig struct {
+	Model *dsv4.Model
+	// Engine renders and tokenizes chat requests (Engine.ChatPrompt); nil
+	// starts one with dsv4.NewEngine and default options.
+	Engine *dsv4.Engine
+	// Name is the served model name (default "dsv4").
+	Name string
+	// BootstrapHost is the host that sequential-mode transfer descriptors
+	// advertise (default "127.0.0.1"); the port is that of the listener given
+	// to ServeBootstrap.
+	BootstrapHost string
+	// Transport serves the bootstrap service (default &GRPCTransport{}).
+	Transport Transport
+	// MaxConcurrent bounds prefills running at once (default 2).
+	MaxConcurrent int
+	// Lease and BootstrapTimeout: see Rooms (defaults 30 s).
+	Lease, BootstrapTimeout time.Duration
+	// Registry receives the metrics (default: a new registry, served at
+	// /metrics by Handler).
+	Registry *prometheus.Registry
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// PrefillServer is the prefill role: it serves POST /v1/chat/completions by
+// prefilling the prompt and parking the request's Handoff in a room, and
+// serves the rooms to decode servers on its bootstrap port.
+//
+// Concurrent mode (SGLang): the body carries bootstrap_host, bootstrap_port
+// and bootstrap_room (the router sends the same body to the decode server);
+// the response, sent when the decode side has fetched the state (or on
+// failure), is a chat.completion with no choices, the prompt's usage and a
+// "disaggregation" object {room, state, bytes}. Sequential mode: without a
+// bootstrap_room the server picks a room and answers at once with
+// kv_transfer_params {bootstrap_host, bootstrap_port, bootstrap_room}, the
+// opaque descriptor the router hands to the decode server.
+//
+// GET /health, /server_info (the Identity) and /metrics are served too.
+type PrefillServer struct {
+	cfg   PrefillConfig
+	eng   *dsv4.Engine
+	own   bool
+	rooms *Rooms
+	id    Identity
+	sem   chan struct{}
+	port  int
+	log   *slog.Logger
+	reg   *prometheus.Registry
+
+	roomGauge   *prometheus.GaugeVec
+	xferBytes   prometheus.Counter
+	xferSeconds prometheus.Histogram
+	failures    *prometheus.CounterVec
+	prefillSecs prometheus.Histogram
+}
+
+// NewPrefillServer returns a prefill server for cfg.Model.
+func NewPrefillServer(cfg PrefillConfig) (*PrefillServer, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("disagg: PrefillConfig.Model is nil")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "dsv4"
+	}
+	if cfg.BootstrapHost == "" {
+		cfg.BootstrapHost = "127.0.0.1"
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 2
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = &GRPCTransport{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	p := &PrefillServer{cfg: cfg, eng: cfg.Engine, sem: make(chan struct{}, cfg.MaxConcurrent), log: cfg.Logger, reg: cfg.Registry}
+	if p.eng == nil {
+		e, err := dsv4.NewEngine(cfg.Model, dsv4.EngineOptions{})
+		if err != nil {
+			return nil, err
+		}
+		p.eng, p.own = e, true
+	}
+	p.id = ModelIdentity(cfg.Model, cfg.Name)
+	p.rooms = NewRooms(p.id)
+	p.rooms.Lease, p.rooms.BootstrapTimeout = cfg.Lease, cfg.BootstrapTimeout
+	p.roomGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dsv4_disagg_prefill_rooms",
+		Help: "Live rooms on the prefill server, by state."}, []string{"state"})
+	p.xferBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_disagg_transfer_bytes_total",
+		Help: "KV state bytes sent to decode servers."})
+	p.xferSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_disagg_transfer_seconds",
+		Help: "Time to send one room's state.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	p.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_disagg_prefill_failures_total",
+		Help: "Failed prefill requests and transfers, by stage."}, []string{"stage"})
+	p.prefillSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_disagg_prefill_seconds",
+		Help: "Prefill compute time per request.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	p.reg.MustRegister(p.roomGauge, p.xferBytes, p.xferSeconds, p.failures, p.prefillSecs)
+	for s := RoomFailed + 1; s < RoomSuccess; s++ {
+		p.roomGauge.WithLabelValues(s.String())
+	}
+	p.rooms.OnChange = func(from, to RoomState) {
+		if from != RoomFailed {
+			p.roomGauge.WithLabelValues(from.String()).Dec()
+		}
+		if to != RoomFailed && to != RoomSuccess {
+			p.roomGauge.WithLabelValues(to.String()).Inc()
+		}
+	}
+	if g, ok := cfg.Transport.(*GRPCTransport); ok && g.OnSent == nil {
+		g.OnSent = func(n int64, d time.Duration, err error) {
+			if err != nil {
+				p.failures.WithLabelValues("transfer").Inc()
+				return
+			}
+			p.xferBytes.Add(float64(n))
+			p.xferSeconds.Observe(d.Seconds())
+		}
+	}
+	return p, nil
+}
+
+// Identity returns the server's model identity.
+func (p *PrefillServer) Identity() Identity { return p.id }
+
+// Rooms returns the server's room table (its Source).
+func (p *PrefillServer) Rooms() *Rooms { return p.rooms }
+
+// ServeBootstrap serves the rooms to decode servers on lis until ctx ends.
+func (p *PrefillServer) ServeBootstrap(ctx context.Context, lis net.Listener) error {
+	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
+		p.port = ta.Port
+	}
+	return p.cfg.Transport.Serve(ctx, lis, p.rooms)
+}
+
+// Close fails the live rooms and, if the server started its engine, closes it.
+func (p *PrefillServer) Close() error {
+	p.rooms.Close()
+	if p.own {
+		return p.eng.Close(context.Background())
+	}
+	return nil
+}
+
+// Handler returns the HTTP API.
+func (p *PrefillServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", p.chat)
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"role": "prefill", "identity": p.id,
+			"bootstrap_port": p.port, "live_rooms": p.rooms.Live()})
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func randomRoom() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) >> 1 // 63 bits, as SGLang
+}
+
+// samplingJSON is the canonical form of a request's sampling parameters
+// that both sides compare.
+func samplingJSON(req *dsv4.ChatRequest) (json.RawMessage, error) {
+	sp, err := req.Sampling()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(sp)
+}
+
+func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var raw map[string]json.RawMessage
+	var req dsv4.ChatRequest
+	if err := json.Unmarshal(body, &raw); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "malformed JSON: "+err.Error())
+		return
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid request: "+err.Error())
+		return
+	}
+	bs, concurrent, err := bootstrapOf(raw)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if !concurrent {
+		bs = Bootstrap{Host: p.cfg.BootstrapHost, Port: p.port, Room: randomRoom()}
+	}
+	prompt, err := p.eng.ChatPrompt(&req)
+	if err != nil {
+		p.failures.WithLabelValues("request").Inc()
+		writeErr(w, err)
+		return
+	}
+	samp, err := samplingJSON(&req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if n := len(prompt); n >= p.cfg.Model.Config().MaxPositionEmbeddings {
+		writeErr(w, fmt.Errorf("%w: %d prompt tokens", dsv4.ErrContextLength, n))
+		return
+	}
+	if err := p.rooms.Open(bs.Room); err != nil {
+		p.failures.WithLabelValues("room").Inc()
+		writeErr(w, err)
+		return
+	}
+	ctx := r.Context()
+	h, err := p.prefill(ctx, bs.Room, prompt, samp)
+	if err != nil {
+		p.rooms.Fail(bs.Room, err)
+		p.failures.WithLabelValues("prefill").Inc()
+		writeErr(w, err)
+		return
+	}
+	if err := p.rooms.Put(bs.Room, h); err != nil {
+		writeErr(w, err)
+		return
+	}
+	usage := dsv4.Usage{PromptTokens: len(prompt), TotalTokens: len(prompt)}
+	resp := map[string]any{"id": newID("chatcmpl-"), "object": "chat.completion", "created": time.Now().Unix(),
+		"model": p.cfg.Name, "choices": []any{}, "usage": usage}
+	if !concurrent {
+		resp["kv_transfer_params"] = bs
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+		return
+	}
+	// Concurrent mode: answer once the decode side has the state. If the
+	// router goes away first, the room is aborted unless it is being sent.
+	err = p.rooms.Wait(ctx, bs.Room)
+	if ctx.Err() != nil {
+		p.abortIfWaiting(bs.Room)
+		return
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	resp["disaggregation"] = map[string]any{"room": bs.Room, "state": "success", "bytes": h.Bytes()}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// abortIfWaiting fails a room that is not being transferred (a transfer in
+// flight is left to finish: the decode side owns that outcome).
+func (p *PrefillServer) abortIfWaiting(id uint64) {
+	p.rooms.mu.Lock()
+	r, ok := p.rooms.rooms[id]
+	busy := ok && r.state == RoomTransferring
+	p.rooms.mu.Unlock()
+	if ok && !busy {
+		p.rooms.Fail(id, errors.New("prefill request cancelled by its client"))
+	}
+}
+
+func (p *PrefillServer) prefill(ctx context.Context, room uint64, prompt []int32, samp json.RawMessage) (*Handoff, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.sem }()
+	t0 := time.Now()
+	h, err := PrefillHandoff(ctx, p.cfg.Model, room, prompt, samp)
+	if err == nil {
+		p.prefillSecs.Observe(time.Since(t0).Seconds())
+	}
+	return h, err
+}

@@ -1,0 +1,201 @@
+package disagg
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/models"
+)
+
+var (
+	tinyOnce sync.Once
+	tinyM    *dsv4.Model
+	tinyErr  error
+)
+
+// tinyModel is the embedded trained model, loaded once for the package.
+func tinyModel(t testing.TB) *dsv4.Model {
+	t.Helper()
+	tinyOnce.Do(func() {
+		dir, err := models.TinyDir()
+		if err != nil {
+			tinyErr = err
+			return
+		}
+		tinyM, tinyErr = dsv4.Load(context.Background(), dir)
+	})
+	if tinyErr != nil {
+		t.Fatal(tinyErr)
+	}
+	return tinyM
+}
+
+type pdPair struct {
+	p        *PrefillServer
+	d        *DecodeServer
+	pURL     string
+	dURL     string
+	bootPort int
+	colo     *dsv4.Engine
+}
+
+func startPD(t *testing.T, tr Transport, lease time.Duration) *pdPair {
+	t.Helper()
+	m := tinyModel(t)
+	p, err := NewPrefillServer(PrefillConfig{Model: m, Name: "dsv4-tiny", Transport: tr, Lease: lease, BootstrapTimeout: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDecodeServer(DecodeConfig{Model: m, Name: "dsv4-tiny", Transport: tr, FetchTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.ServeBootstrap(ctx, lis) }()
+	ps := httptest.NewServer(p.Handler())
+	ds := httptest.NewServer(d.Handler())
+	colo, err := dsv4.NewEngine(m, dsv4.EngineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ps.Close()
+		ds.Close()
+		cancel()
+		<-done
+		p.Close()
+		d.Close()
+		colo.Close(context.Background())
+	})
+	return &pdPair{p: p, d: d, pURL: ps.URL, dURL: ds.URL, bootPort: lis.Addr().(*net.TCPAddr).Port, colo: colo}
+}
+
+func post(t *testing.T, ctx context.Context, url, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+type chatOut struct {
+	Choices []struct {
+		Message struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			ToolCalls        []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage dsv4.Usage `json:"usage"`
+}
+
+// summary is what must be equal between PD and co-located answers.
+func (c chatOut) summary() string {
+	var sb strings.Builder
+	for _, ch := range c.Choices {
+		m := ch.Message
+		if m.ReasoningContent != nil {
+			sb.WriteString("R:" + *m.ReasoningContent + "|")
+		}
+		if m.Content != nil {
+			sb.WriteString("C:" + *m.Content + "|")
+		}
+		for _, tc := range m.ToolCalls {
+			sb.WriteString("T:" + tc.Function.Name + tc.Function.Arguments + "|")
+		}
+		sb.WriteString("F:" + ch.FinishReason)
+	}
+	return sb.String()
+}
+
+func parseChat(t *testing.T, s string) chatOut {
+	t.Helper()
+	var c chatOut
+	if err := json.Unmarshal([]byte(s), &c); err != nil {
+		t.Fatalf("%v: %s", err, s)
+	}
+	return c
+}
+
+// sseSummary folds an SSE stream into the summary form.
+func sseSummary(t *testing.T, s string) string {
+	t.Helper()
+	var r, c, tcs, fin string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(nil, 1<<20)
+	done := false
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta        dsv4.ChatDelta `json:"delta"`
+				FinishReason *string        `json:"finish_reason"`
+			} `json:"choices"`
+			Error any `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &ch); err != nil || ch.Error != nil {
+			t.Fatalf("bad event %q: %v", line, err)
+		}
+		for _, x := range ch.Choices {
+			r += x.Delta.ReasoningContent
+			c += x.Delta.Content
+			for _, tc := range x.Delta.ToolCalls {
+				if tc.Function.Name != "" {
+					tcs += "|T:" + tc.Function.Name
+				}
+				tcs += tc.Function.Arguments
+			}
+			if x.FinishReason != nil {
+				fin = *x.FinishReason
+			}
+		}
+	}
+	if !done {
+		t.Fatalf("stream without [DONE]: %s", s)
+	}
+	var sb strings.Builder
+	if r != "" {
+		sb.WriteString("R:" + r + "|")
+	}
+	if c != "" || tcs == "" {
+		sb.WriteString("C:" + c + "|")
+	}
+	if tcs != "" {
+		sb.WriteString(strings.TrimPrefix(tcs, "|") + "|")
+	}
+	sb.WriteString("F:" + fin)
+	return sb.String()
+}

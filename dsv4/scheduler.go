@@ -2,8 +2,10 @@ package dsv4
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +60,8 @@ type request struct {
 	seq       BackendSequence
 	pending   []int32 // tokens to feed next
 	prefilled bool    // the prompt is fully fed
+	draw      Token   // the token sampleAll drew for the next emit
+	drawn     bool
 	nOut      int
 	admitted  time.Time
 
@@ -296,6 +300,9 @@ func (s *scheduler) step(ctx context.Context) {
 		logits, err := s.b.Decode(ctx, seqs, ids)
 		s.stats.decodeSteps.Add(1)
 		s.stats.decodeNanos.Add(int64(time.Since(t0)))
+		if err == nil {
+			s.sampleAll(dec, logits)
+		}
 		for i, r := range dec {
 			if err != nil {
 				s.finish(r, "", err)
@@ -338,14 +345,56 @@ func (s *scheduler) step(ctx context.Context) {
 	}
 }
 
-// emit samples r's next token from logits, queues it for the consumer and
+// sampleAll samples the next token of every request of a decode batch in
+// parallel (each request owns its sampler and RNG, so the result does not
+// depend on the split); emit then uses the drawn token. Sampling costs one
+// exp per vocabulary entry, which on a large batch would otherwise hold
+// the single scheduler goroutine.
+func (s *scheduler) sampleAll(rs []*request, logits [][]float32) {
+	workers := min(runtime.GOMAXPROCS(0), len(rs))
+	if workers <= 1 {
+		return
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(rs) {
+					return
+				}
+				r := rs[i]
+				if r.stopRequested() {
+					continue
+				}
+				t, lp, top := r.samp.sample(logits[i])
+				r.draw = Token{ID: t, Logprob: lp, TopLogprobs: top}
+				r.drawn = true
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// emit samples r's next token from logits (unless sampleAll drew it), queues it for the consumer and
 // reports whether r has finished (and was released).
 func (s *scheduler) emit(r *request, logits []float32) bool {
 	if r.stopRequested() {
 		s.finish(r, "", r.ctx.Err())
 		return true
 	}
-	tok, lp, top := r.samp.sample(logits)
+	var tok int32
+	var lp float32
+	var top []TokenLogprob
+	if r.drawn {
+		tok, lp, top = r.draw.ID, r.draw.Logprob, r.draw.TopLogprobs
+		r.drawn = false
+	} else {
+		tok, lp, top = r.samp.sample(logits)
+	}
 	r.samp.observe(tok)
 	r.nOut++
 	s.stats.genTokens.Add(1)

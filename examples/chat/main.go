@@ -7,8 +7,8 @@
 // stdout and exits; without one it reads user turns from stdin, keeps the
 // conversation, and streams each reply. In thinking mode (-think) the
 // reasoning is streamed to stderr. Decoding is greedy unless -temperature
-// is set. The model defaults to the tiny model shipped with the module
-// (models/dsv4-tiny); -model names another checkpoint directory.
+// is set. The model defaults to the tiny model embedded in the module
+// (package models, dsv4-tiny); -model names another checkpoint directory.
 package main
 
 import (
@@ -20,33 +20,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/models"
 )
 
 func main() {
 	if err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "chat:", err)
 		os.Exit(1)
-	}
-}
-
-// defaultModelDir finds models/dsv4-tiny in the module holding the working
-// directory.
-func defaultModelDir() string {
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, "models", "dsv4-tiny")
-		if _, err := os.Stat(filepath.Join(p, "config.json")); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return filepath.Join("models", "dsv4-tiny")
-		}
-		dir = parent
 	}
 }
 
@@ -70,8 +53,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if *modelDir == "" {
-		*modelDir = defaultModelDir()
+	if *modelDir == "" { // the embedded tiny model (package models)
+		dir, err := models.TinyDir()
+		if err != nil {
+			return err
+		}
+		*modelDir = dir
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

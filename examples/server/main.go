@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/models"
 	"github.com/dsv4go/dsv4go/template"
 	"github.com/dsv4go/dsv4go/tokenizer"
 )
@@ -53,12 +54,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
-}
-
-// defaultModelDir finds models/dsv4-tiny in the module containing the
-// working directory.
-func defaultModelDir() string {
-	return findInModule(filepath.Join("models", "dsv4-tiny"), "config.json")
 }
 
 // findInModule looks for rel (holding file) in the working directory and
@@ -106,8 +101,15 @@ func run() error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	if *modelPath == "" {
-		*modelPath = defaultModelDir()
+	if *modelPath == "" && !*mock { // the embedded tiny model (package models)
+		dir, err := models.TinyDir()
+		if err != nil {
+			return err
+		}
+		*modelPath = dir
+		if *servedName == "" {
+			*servedName = models.TinyName
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

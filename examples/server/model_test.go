@@ -238,8 +238,9 @@ func TestTinyModelTrainingTurns(t *testing.T) {
 }
 
 // 200 concurrent streaming requests on the trained model give the same
-// greedy outputs as the same requests run one at a time; a client that
-// disconnects mid-stream frees its state.
+// greedy outputs as the same requests run one at a time; 66 bad requests
+// get 4xx OpenAI errors and the server stays up; a client that disconnects
+// mid-stream frees its state.
 func TestTinyModelConcurrencyAndDisconnect(t *testing.T) {
 	ts := startTinyServer(t)
 	var prompts []string
@@ -260,5 +261,6 @@ func TestTinyModelConcurrencyAndDisconnect(t *testing.T) {
 	}
 	concurrentEqualsSequential(t, ts.url, n, body)
 
+	badRequests(t, ts.url, "")
 	disconnectFreesState(t, ts.url, `{"messages":[{"role":"user","content":"Tell me a story."}],"stream":true,"temperature":0,"ignore_eos":true,"max_tokens":100000}`)
 }

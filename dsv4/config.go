@@ -583,8 +583,8 @@ func (p *cfgParser) parseRope(c *Config) {
 	}
 	if mv, ok := nested["main"]; ok {
 		if cv, ok2 := nested["compress"]; ok2 {
-			c.RopeMain = p.ropeParams("rope_parameters.main", mv, c.RopeTheta, c.PartialRotaryFactor)
-			c.RopeCompress = p.ropeParams("rope_parameters.compress", cv, c.CompressRopeTheta, c.PartialRotaryFactor)
+			c.RopeMain = p.ropeParams("rope_parameters.main", mv, c.RopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings)
+			c.RopeCompress = p.ropeParams("rope_parameters.compress", cv, c.CompressRopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings)
 			return
 		}
 	}
@@ -600,7 +600,7 @@ func (p *cfgParser) parseRope(c *Config) {
 	if flat != nil {
 		// As transformers: the flat dict supplies the YaRN keys; theta and the
 		// rotary fraction always come from the top level.
-		c.RopeCompress = p.ropeParams(flatKey, flat, c.CompressRopeTheta, c.PartialRotaryFactor)
+		c.RopeCompress = p.ropeParams(flatKey, flat, c.CompressRopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings)
 		c.RopeCompress.RopeTheta = c.CompressRopeTheta
 		c.RopeCompress.PartialRotaryFactor = c.PartialRotaryFactor
 		return
@@ -615,7 +615,12 @@ func (p *cfgParser) parseRope(c *Config) {
 	}
 }
 
-func (p *cfgParser) ropeParams(field string, v json.RawMessage, theta, prf float64) RopeParameters {
+// ropeParams reads one RoPE dict with transformers' defaults for YaRN:
+// original_max_position_embeddings = max_position_embeddings,
+// factor = max_position_embeddings / original (modeling_rope_utils
+// _compute_yarn_parameters), beta_fast 32 and beta_slow 1 when absent or 0,
+// attention_factor 1.0 (DeepseekV4Config).
+func (p *cfgParser) ropeParams(field string, v json.RawMessage, theta, prf float64, maxPos int) RopeParameters {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(v, &m); err != nil {
 		p.fail(field, shortJSON(v), "an object")
@@ -629,10 +634,14 @@ func (p *cfgParser) ropeParams(field string, v json.RawMessage, theta, prf float
 	switch r.RopeType {
 	case "default":
 	case "yarn":
-		r.Factor = sub.floatField(1, true, "factor")
-		r.OriginalMaxPositionEmbeddings = sub.intField(65536, 1, 1<<40, "original_max_position_embeddings")
-		r.BetaFast = sub.floatField(32, true, "beta_fast")
-		r.BetaSlow = sub.floatField(1, true, "beta_slow")
+		r.OriginalMaxPositionEmbeddings = sub.intField(maxPos, 1, 1<<40, "original_max_position_embeddings")
+		r.Factor = sub.floatField(float64(maxPos)/float64(r.OriginalMaxPositionEmbeddings), true, "factor")
+		if r.BetaFast = sub.floatField(0, false, "beta_fast"); r.BetaFast == 0 {
+			r.BetaFast = 32
+		}
+		if r.BetaSlow = sub.floatField(0, false, "beta_slow"); r.BetaSlow == 0 {
+			r.BetaSlow = 1
+		}
 		r.AttentionFactor = sub.floatField(1, true, "attention_factor")
 		if _, tv, ok := sub.lookup("truncate"); ok {
 			var b bool

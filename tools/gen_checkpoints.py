@@ -240,6 +240,8 @@ CONFIG_CASES = {
         "compress": {"rope_type": "yarn", "rope_theta": 80000.0, "factor": 4, "original_max_position_embeddings": 1024,
                      "beta_fast": 16, "beta_slow": 2, "attention_factor": 1.0, "partial_rotary_factor": 0.125}}),
     "plain_compress": dict(num_hidden_layers=2, compress_ratios=[4, 128], num_hash_layers=5),
+    "yarn_defaults": dict(num_hidden_layers=2, max_position_embeddings=4096,
+                          rope_scaling={"type": "yarn", "factor": 8, "beta_fast": 0}),
 }
 
 
@@ -251,6 +253,14 @@ def gen_configs() -> None:
     for name, raw in CONFIG_CASES.items():
         c = DeepseekV4Config(**raw)
         rp = c.rope_parameters
+        comp = dict(rp["compress"])
+        if comp.get("rope_type") == "yarn":
+            # Effective values as modeling_rope_utils._compute_yarn_parameters reads them.
+            comp["beta_fast"] = comp.get("beta_fast") or 32
+            comp["beta_slow"] = comp.get("beta_slow") or 1
+            if comp.get("factor") is None:
+                comp["factor"] = c.max_position_embeddings / comp["original_max_position_embeddings"]
+        rp = {"main": rp["main"], "compress": comp}
         out[name] = {
             "input": raw,
             "layer_types": c.layer_types,

@@ -43,11 +43,11 @@ type fakeBackend struct {
 
 	live          atomic.Int64
 	mu            sync.Mutex
-	maxStepTokens int   // most tokens in one step (decode + prefill)
-	stepTokens    int   // tokens of the current step
-	maxLiveBytes  int64 // most state bytes live at once
-	calls         []string
-	decodeDelay   func() // optional hook inside decode
+	maxStepTokens int     // most tokens in one step (decode + prefill)
+	stepTokens    int     // tokens of the current step
+	maxLiveBytes  int64   // most state bytes live at once
+	firstTokens   []int32 // first prompt token of each sequence, in prefill order
+	decodeDelay   func()  // optional hook inside decode
 }
 
 func (b *fakeBackend) NewSequence() BackendSequence {
@@ -95,6 +95,11 @@ func (b *fakeBackend) Prefill(ctx context.Context, s BackendSequence, ids []int3
 	fs := s.(*fakeSeq)
 	if fs.released.Load() {
 		panic("prefill on released sequence")
+	}
+	if len(fs.toks) == 0 {
+		b.mu.Lock()
+		b.firstTokens = append(b.firstTokens, ids[0])
+		b.mu.Unlock()
 	}
 	fs.toks = append(fs.toks, ids...)
 	b.note(len(ids), "prefill")

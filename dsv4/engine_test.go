@@ -514,3 +514,38 @@ func ExampleEngine_ChatStream() {
 	// Hi!
 	// tokens: 4
 }
+
+// With one slot, queued requests are admitted strictly in arrival order
+// (whatever order their consumers read in).
+func TestEngineFIFO(t *testing.T) {
+	b := &fakeBackend{}
+	e := newFakeEngine(b, EngineOptions{MaxBatch: 1})
+	defer closeEngine(t, e)
+	var wg sync.WaitGroup
+	var seqs []func()
+	for i := range 8 {
+		seq, err := e.Generate(context.Background(), testPrompt(i), SamplingParams{MaxTokens: 3, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, func() {
+			for range seq {
+			}
+		})
+	}
+	for i := len(seqs) - 1; i >= 0; i-- { // consumers start in reverse order
+		wg.Add(1)
+		go func() { defer wg.Done(); seqs[i]() }()
+	}
+	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.firstTokens) != 8 {
+		t.Fatalf("%d sequences prefilled, want 8", len(b.firstTokens))
+	}
+	for i, first := range b.firstTokens {
+		if first != testPrompt(i)[0] {
+			t.Fatalf("admission order (first prompt tokens) %v, want arrival order", b.firstTokens)
+		}
+	}
+}

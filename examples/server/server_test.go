@@ -295,6 +295,20 @@ func TestOpenAIGoChat(t *testing.T) {
 	if err := cstream.Err(); err != nil || text.String() != "w1 w2 w3 w4" {
 		t.Errorf("completions stream: %q %v", text.String(), err)
 	}
+
+	// the Prometheus series saw these requests
+	for _, name := range []string{"dsv4_time_to_first_token_seconds_count", "dsv4_inter_token_latency_seconds_count",
+		"dsv4_e2e_request_latency_seconds_count", "dsv4_prompt_tokens_total", "dsv4_generation_tokens_total",
+		"dsv4_engine_decode_steps_total"} {
+		if v := metricValue(t, ts.URL, name); v <= 0 {
+			t.Errorf("%s = %v", name, v)
+		}
+	}
+	for _, name := range []string{"dsv4_num_requests_running", "dsv4_num_requests_waiting", "dsv4_live_sequences", "dsv4_state_memory_bytes"} {
+		if v := metricValue(t, ts.URL, name); v != 0 {
+			t.Errorf("%s = %v after all requests ended", name, v)
+		}
+	}
 }
 
 // streamChat posts a streaming chat request and returns the response.

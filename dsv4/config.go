@@ -583,8 +583,10 @@ func (p *cfgParser) parseRope(c *Config) {
 	}
 	if mv, ok := nested["main"]; ok {
 		if cv, ok2 := nested["compress"]; ok2 {
-			c.RopeMain = p.ropeParams("rope_parameters.main", mv, c.RopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings)
-			c.RopeCompress = p.ropeParams("rope_parameters.compress", cv, c.CompressRopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings)
+			// Already nested: transformers takes both as given; a missing
+			// attention_factor is derived from factor and mscale (below).
+			c.RopeMain = p.ropeParams("rope_parameters.main", mv, c.RopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings, false)
+			c.RopeCompress = p.ropeParams("rope_parameters.compress", cv, c.CompressRopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings, false)
 			return
 		}
 	}
@@ -600,7 +602,7 @@ func (p *cfgParser) parseRope(c *Config) {
 	if flat != nil {
 		// As transformers: the flat dict supplies the YaRN keys; theta and the
 		// rotary fraction always come from the top level.
-		c.RopeCompress = p.ropeParams(flatKey, flat, c.CompressRopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings)
+		c.RopeCompress = p.ropeParams(flatKey, flat, c.CompressRopeTheta, c.PartialRotaryFactor, c.MaxPositionEmbeddings, true)
 		c.RopeCompress.RopeTheta = c.CompressRopeTheta
 		c.RopeCompress.PartialRotaryFactor = c.PartialRotaryFactor
 		return
@@ -619,8 +621,11 @@ func (p *cfgParser) parseRope(c *Config) {
 // original_max_position_embeddings = max_position_embeddings,
 // factor = max_position_embeddings / original (modeling_rope_utils
 // _compute_yarn_parameters), beta_fast 32 and beta_slow 1 when absent or 0,
-// attention_factor 1.0 (DeepseekV4Config).
-func (p *cfgParser) ropeParams(field string, v json.RawMessage, theta, prf float64, maxPos int) RopeParameters {
+// attention_factor 1.0 when forceAttn (DeepseekV4Config's flat form), else
+// derived as _compute_yarn_parameters does: mscale(factor, mscale) /
+// mscale(factor, mscale_all_dim) when both are given, else mscale(factor),
+// with mscale(s, m) = 0.1*m*ln(s) + 1 for s > 1 (1 otherwise).
+func (p *cfgParser) ropeParams(field string, v json.RawMessage, theta, prf float64, maxPos int, forceAttn bool) RopeParameters {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(v, &m); err != nil {
 		p.fail(field, shortJSON(v), "an object")
@@ -642,7 +647,19 @@ func (p *cfgParser) ropeParams(field string, v json.RawMessage, theta, prf float
 		if r.BetaSlow = sub.floatField(0, false, "beta_slow"); r.BetaSlow == 0 {
 			r.BetaSlow = 1
 		}
-		r.AttentionFactor = sub.floatField(1, true, "attention_factor")
+		r.AttentionFactor = sub.floatField(0, true, "attention_factor")
+		if r.AttentionFactor == 0 {
+			r.AttentionFactor = 1
+			if !forceAttn {
+				ms := sub.floatField(0, false, "mscale")
+				msAll := sub.floatField(0, false, "mscale_all_dim")
+				if ms != 0 && msAll != 0 {
+					r.AttentionFactor = yarnMScale(r.Factor, ms) / yarnMScale(r.Factor, msAll)
+				} else {
+					r.AttentionFactor = yarnMScale(r.Factor, 1)
+				}
+			}
+		}
 		if _, tv, ok := sub.lookup("truncate"); ok {
 			var b bool
 			if err := json.Unmarshal(tv, &b); err == nil {
@@ -659,6 +676,14 @@ func (p *cfgParser) ropeParams(field string, v json.RawMessage, theta, prf float
 		}
 	}
 	return r
+}
+
+// yarnMScale is transformers' get_mscale: 0.1*m*ln(s) + 1 for s > 1.
+func yarnMScale(s, m float64) float64 {
+	if s <= 1 {
+		return 1
+	}
+	return 0.1*m*math.Log(s) + 1
 }
 
 func (p *cfgParser) parseQuant(c *Config) {

@@ -240,6 +240,14 @@ CONFIG_CASES = {
         "compress": {"rope_type": "yarn", "rope_theta": 80000.0, "factor": 4, "original_max_position_embeddings": 1024,
                      "beta_fast": 16, "beta_slow": 2, "attention_factor": 1.0, "partial_rotary_factor": 0.125}}),
     "plain_compress": dict(num_hidden_layers=2, compress_ratios=[4, 128], num_hash_layers=5),
+    "nested_no_attention_factor": dict(num_hidden_layers=2, rope_parameters={
+        "main": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.125},
+        "compress": {"rope_type": "yarn", "rope_theta": 160000.0, "factor": 16, "original_max_position_embeddings": 65536,
+                     "mscale": 1.0, "mscale_all_dim": 0.5, "partial_rotary_factor": 0.125}}),
+    "nested_no_mscale": dict(num_hidden_layers=2, rope_parameters={
+        "main": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.125},
+        "compress": {"rope_type": "yarn", "rope_theta": 160000.0, "factor": 16, "original_max_position_embeddings": 65536,
+                     "partial_rotary_factor": 0.125}}),
     "yarn_defaults": dict(num_hidden_layers=2, max_position_embeddings=4096,
                           rope_scaling={"type": "yarn", "factor": 8, "beta_fast": 0}),
 }
@@ -260,6 +268,9 @@ def gen_configs() -> None:
             comp["beta_slow"] = comp.get("beta_slow") or 1
             if comp.get("factor") is None:
                 comp["factor"] = c.max_position_embeddings / comp["original_max_position_embeddings"]
+            from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+            _, comp["attention_factor"] = ROPE_INIT_FUNCTIONS["yarn"](c, None, layer_type="compress")
         rp = {"main": rp["main"], "compress": comp}
         out[name] = {
             "input": raw,

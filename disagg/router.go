@@ -1,0 +1,850 @@
+package disagg
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Worker is one engine server behind the Router: its URL, role, health,
+// circuit breaker and in-flight count.
+type Worker struct {
+	// URL is the server's base URL (http://host:port).
+	URL string
+	// Role is "prefill", "decode" or "regular".
+	Role string
+	// BootstrapPort is a prefill server's bootstrap port (0: unknown).
+	BootstrapPort int
+
+	host     string
+	inflight atomic.Int64
+
+	mu          sync.Mutex
+	healthy     bool
+	healthFails int
+	reason      string
+	identity    *Identity
+	consecFails int
+	openUntil   time.Time
+	halfOpen    bool
+}
+
+// InFlight is the number of requests the router has outstanding on w.
+func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+
+// Healthy reports the last health verdict.
+func (w *Worker) Healthy() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.healthy
+}
+
+// available: healthy and the breaker lets a request through.
+func (w *Worker) available(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.healthy {
+		return false
+	}
+	if now.Before(w.openUntil) {
+		return false
+	}
+	return true
+}
+
+// RouterConfig configures a Router.
+type RouterConfig struct {
+	// PD selects prefill-decode disaggregation (SGLang's
+	// --pd-disaggregation); otherwise requests go to Workers.
+	PD bool
+	// Workers are the regular (co-located) servers' URLs.
+	Workers []string
+	// Prefill are the prefill servers: URL and bootstrap port.
+	Prefill []PrefillWorker
+	// Decode are the decode servers' URLs.
+	Decode []string
+	// Policy names the selection policy (NewPolicy); PrefillPolicy and
+	// DecodePolicy override it per role in PD mode.
+	Policy, PrefillPolicy, DecodePolicy string
+	// Sequential selects the sequential coordination (prefill first, its
+	// kv_transfer_params handed to decode) instead of concurrent dispatch.
+	Sequential bool
+	// MaxAttempts bounds the attempts of one request (default 3); a retry
+	// happens only before the first response byte, with a new pair and room.
+	MaxAttempts int
+	// HealthInterval is the period of health checks (default 5 s; < 0
+	// disables them); HealthFailures consecutive failed checks mark a worker
+	// unhealthy (default 2: SGLang's 5 s × 2 misses).
+	HealthInterval time.Duration
+	HealthFailures int
+	// BreakerFailures consecutive request failures open a worker's circuit
+	// breaker for BreakerCooldown (defaults 3 and 10 s).
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// Client sends the requests (default: a client with no overall timeout).
+	Client *http.Client
+	// Registry receives the metrics (default: a new one served at /metrics).
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// PrefillWorker is a prefill server's URL and bootstrap port.
+type PrefillWorker struct {
+	URL           string
+	BootstrapPort int
+}
+
+// Router is the OpenAI-compatible front of a fleet: regular mode forwards
+// each request to one worker; PD mode pairs a prefill and a decode server
+// per request. Requests are passed through as raw JSON: only the fields the
+// router owns (bootstrap_host, bootstrap_port, bootstrap_room,
+// kv_transfer_params) are set or removed, everything else (tools,
+// chat_template_kwargs, unknown fields) reaches the engines byte for byte.
+// Responses are streamed through as they come (SSE included). Retries
+// happen only before the first response byte.
+type Router struct {
+	cfg     RouterConfig
+	regular []*Worker
+	prefill []*Worker
+	decode  []*Worker
+	polR    Policy
+	polP    Policy
+	polD    Policy
+	client  *http.Client
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+
+	requests *prometheus.CounterVec
+	stage    *prometheus.HistogramVec
+	retries  prometheus.Counter
+	healthy  *prometheus.GaugeVec
+	breakers prometheus.Counter
+	inflight prometheus.Gauge
+}
+
+// NewRouter builds a router and starts its health checks (stop them with
+// Close).
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.HealthInterval == 0 {
+		cfg.HealthInterval = 5 * time.Second
+	}
+	if cfg.HealthFailures <= 0 {
+		cfg.HealthFailures = 2
+	}
+	if cfg.BreakerFailures <= 0 {
+		cfg.BreakerFailures = 3
+	}
+	if cfg.BreakerCooldown <= 0 {
+		cfg.BreakerCooldown = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	rt := &Router{cfg: cfg, client: cfg.Client, log: cfg.Logger, reg: cfg.Registry}
+	if rt.client == nil {
+		rt.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}}
+	}
+	mk := func(u, role string, port int) (*Worker, error) {
+		pu, err := url.Parse(strings.TrimRight(u, "/"))
+		if err != nil || pu.Host == "" {
+			return nil, fmt.Errorf("disagg: bad worker URL %q", u)
+		}
+		return &Worker{URL: strings.TrimRight(u, "/"), Role: role, BootstrapPort: port, host: pu.Hostname(), healthy: true}, nil
+	}
+	var err error
+	if cfg.PD {
+		if len(cfg.Prefill) == 0 || len(cfg.Decode) == 0 {
+			return nil, errors.New("disagg: PD mode needs at least one prefill and one decode server")
+		}
+		for _, p := range cfg.Prefill {
+			w, err := mk(p.URL, "prefill", p.BootstrapPort)
+			if err != nil {
+				return nil, err
+			}
+			rt.prefill = append(rt.prefill, w)
+		}
+		for _, u := range cfg.Decode {
+			w, err := mk(u, "decode", 0)
+			if err != nil {
+				return nil, err
+			}
+			rt.decode = append(rt.decode, w)
+		}
+		pp, dp := cfg.PrefillPolicy, cfg.DecodePolicy
+		if pp == "" {
+			pp = cfg.Policy
+		}
+		if dp == "" {
+			dp = cfg.Policy
+		}
+		if rt.polP, err = NewPolicy(pp); err != nil {
+			return nil, err
+		}
+		if rt.polD, err = NewPolicy(dp); err != nil {
+			return nil, err
+		}
+	} else {
+		if len(cfg.Workers) == 0 {
+			return nil, errors.New("disagg: regular mode needs at least one worker")
+		}
+		for _, u := range cfg.Workers {
+			w, err := mk(u, "regular", 0)
+			if err != nil {
+				return nil, err
+			}
+			rt.regular = append(rt.regular, w)
+		}
+		if rt.polR, err = NewPolicy(cfg.Policy); err != nil {
+			return nil, err
+		}
+	}
+	rt.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_router_requests_total",
+		Help: "Requests through the router, by mode and outcome."}, []string{"mode", "outcome"})
+	rt.stage = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dsv4_router_stage_seconds",
+		Help: "Latency per stage: prefill (prefill server's answer), first_byte (from the decode or regular server), total.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"stage"})
+	rt.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_router_retries_total",
+		Help: "Attempts retried with a new worker pair and room."})
+	rt.healthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dsv4_router_worker_healthy",
+		Help: "1 when the worker passes health checks."}, []string{"role", "url"})
+	rt.breakers = prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_router_breaker_open_total",
+		Help: "Times a worker's circuit breaker opened."})
+	rt.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dsv4_router_inflight_requests",
+		Help: "Client requests in flight."})
+	rt.reg.MustRegister(rt.requests, rt.stage, rt.retries, rt.healthy, rt.breakers, rt.inflight)
+	for _, w := range rt.all() {
+		rt.healthy.WithLabelValues(w.Role, w.URL).Set(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rt.stop = cancel
+	if cfg.HealthInterval > 0 {
+		rt.CheckHealth(ctx) // learn identities and bootstrap ports first
+		rt.wg.Add(1)
+		go rt.healthLoop(ctx)
+	}
+	return rt, nil
+}
+
+// Close stops the health checks.
+func (rt *Router) Close() {
+	rt.stop()
+	rt.wg.Wait()
+}
+
+func (rt *Router) all() []*Worker {
+	return slices.Concat(rt.regular, rt.prefill, rt.decode)
+}
+
+// Workers returns every worker (for status pages and tests).
+func (rt *Router) Workers() []*Worker { return rt.all() }
+
+func (rt *Router) healthLoop(ctx context.Context) {
+	defer rt.wg.Done()
+	t := time.NewTicker(rt.cfg.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rt.CheckHealth(ctx)
+	}
+}
+
+// CheckHealth probes every worker once (GET /health, and /server_info for
+// the identity in PD mode) and updates the verdicts. A prefill server whose
+// identity is incompatible with every decode server's (or the reverse) is
+// marked unhealthy: the pair would be refused at connect anyway.
+func (rt *Router) CheckHealth(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, w := range rt.all() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, reason := rt.probe(ctx, w)
+			w.mu.Lock()
+			if ok {
+				w.healthFails = 0
+				w.healthy, w.reason = true, ""
+			} else {
+				w.healthFails++
+				w.reason = reason
+				if w.healthFails >= rt.cfg.HealthFailures {
+					w.healthy = false
+				}
+			}
+			w.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if rt.cfg.PD {
+		rt.checkCompat(rt.prefill, rt.decode)
+		rt.checkCompat(rt.decode, rt.prefill)
+	}
+	for _, w := range rt.all() {
+		v := 0.0
+		if w.Healthy() {
+			v = 1
+		}
+		rt.healthy.WithLabelValues(w.Role, w.URL).Set(v)
+	}
+}
+
+func (rt *Router) checkCompat(ws, peers []*Worker) {
+	for _, w := range ws {
+		w.mu.Lock()
+		id := w.identity
+		w.mu.Unlock()
+		if id == nil {
+			continue
+		}
+		known, ok := 0, false
+		for _, p := range peers {
+			p.mu.Lock()
+			pid := p.identity
+			p.mu.Unlock()
+			if pid == nil {
+				continue
+			}
+			known++
+			if id.Compatible(*pid) == nil {
+				ok = true
+			}
+		}
+		if known > 0 && !ok {
+			w.mu.Lock()
+			w.healthy, w.reason = false, "incompatible with every peer (model identity)"
+			w.mu.Unlock()
+		}
+	}
+}
+
+func (rt *Router) probe(ctx context.Context, w *Worker) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	get := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, w.URL+path, nil)
+		return rt.client.Do(req)
+	}
+	resp, err := get("/health")
+	if err != nil {
+		return false, err.Error()
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, "health status " + resp.Status
+	}
+	if w.Role == "regular" {
+		return true, ""
+	}
+	resp, err = get("/server_info")
+	if err != nil {
+		return false, err.Error()
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Identity      *Identity `json:"identity"`
+		BootstrapPort int       `json:"bootstrap_port"`
+	}
+	if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&info) == nil {
+		w.mu.Lock()
+		w.identity = info.Identity
+		if w.Role == "prefill" && w.BootstrapPort == 0 {
+			w.BootstrapPort = info.BootstrapPort
+		}
+		w.mu.Unlock()
+	}
+	return true, ""
+}
+
+// report feeds a request outcome into w's circuit breaker.
+func (rt *Router) report(w *Worker, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ok {
+		w.consecFails = 0
+		w.openUntil = time.Time{}
+		return
+	}
+	w.consecFails++
+	if w.consecFails >= rt.cfg.BreakerFailures {
+		w.openUntil = time.Now().Add(rt.cfg.BreakerCooldown)
+		w.consecFails = rt.cfg.BreakerFailures - 1 // half-open: one more failure re-opens
+		rt.breakers.Inc()
+	}
+}
+
+// pick chooses among ws minus the excluded, healthy first, and, if given,
+// only workers compatible with peer.
+func (rt *Router) pick(pol Policy, ws []*Worker, exclude map[*Worker]bool, key string, peer *Worker) *Worker {
+	now := time.Now()
+	var cands []*Worker
+	for _, w := range ws {
+		if exclude[w] || !w.available(now) || (peer != nil && !compatible(w, peer)) {
+			continue
+		}
+		cands = append(cands, w)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	return pol.Pick(cands, key)
+}
+
+func compatible(a, b *Worker) bool {
+	a.mu.Lock()
+	ia := a.identity
+	a.mu.Unlock()
+	b.mu.Lock()
+	ib := b.identity
+	b.mu.Unlock()
+	return ia == nil || ib == nil || ia.Compatible(*ib) == nil
+}
+
+// Handler returns the router's HTTP API: POST /v1/chat/completions (and, in
+// regular mode, /v1/completions), GET /health, /v1/models (from the first
+// healthy worker), /workers (status) and /metrics.
+func (rt *Router) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", rt.serveGenerate)
+	mux.HandleFunc("/v1/completions", rt.serveGenerate)
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		if rt.anyAvailable() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")
+	})
+	mux.HandleFunc("/v1/models", rt.models)
+	mux.HandleFunc("/workers", func(w http.ResponseWriter, r *http.Request) {
+		type st struct {
+			URL      string `json:"url"`
+			Role     string `json:"role"`
+			Healthy  bool   `json:"healthy"`
+			Reason   string `json:"reason,omitempty"`
+			InFlight int64  `json:"inflight"`
+			Breaker  bool   `json:"breaker_open"`
+		}
+		var out []st
+		now := time.Now()
+		for _, wk := range rt.all() {
+			wk.mu.Lock()
+			out = append(out, st{wk.URL, wk.Role, wk.healthy, wk.reason, wk.InFlight(), now.Before(wk.openUntil)})
+			wk.mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (rt *Router) anyAvailable() bool {
+	now := time.Now()
+	if !rt.cfg.PD {
+		return slices.ContainsFunc(rt.regular, func(w *Worker) bool { return w.available(now) })
+	}
+	return slices.ContainsFunc(rt.prefill, func(w *Worker) bool { return w.available(now) }) &&
+		slices.ContainsFunc(rt.decode, func(w *Worker) bool { return w.available(now) })
+}
+
+func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
+	ws := rt.regular
+	if rt.cfg.PD {
+		ws = rt.decode
+	}
+	for _, wk := range ws {
+		if !wk.Healthy() {
+			continue
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, wk.URL+"/v1/models", nil)
+		resp, err := rt.client.Do(req)
+		if err != nil {
+			continue
+		}
+		defer resp.Body.Close()
+		copyHeader(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")
+}
+
+// routerOwned are the request fields the router sets or removes.
+var routerOwned = []string{"bootstrap_host", "bootstrap_port", "bootstrap_room", "kv_transfer_params"}
+
+// cacheKey is the text the cache-aware policy indexes: the messages' (or
+// prompt's) raw JSON, which shares prefixes exactly when the prompts do.
+func cacheKey(raw map[string]json.RawMessage) string {
+	if m, ok := raw["messages"]; ok {
+		return string(m)
+	}
+	return string(raw["prompt"])
+}
+
+// patch returns body with the router-owned fields (and drop) removed and
+// set merged in. Other fields keep their raw bytes.
+func patch(raw map[string]json.RawMessage, set map[string]any, drop ...string) []byte {
+	out := make(map[string]json.RawMessage, len(raw)+len(set))
+	for k, v := range raw {
+		if !slices.Contains(routerOwned, k) && !slices.Contains(drop, k) {
+			out[k] = v
+		}
+	}
+	for k, v := range set {
+		b, _ := json.Marshal(v)
+		out[k] = b
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// errRetry marks an attempt failure that happened before any byte reached
+// the client.
+type attemptErr struct {
+	status int
+	body   []byte
+	err    error
+	blame  *Worker
+}
+
+func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "request body must be a JSON object")
+		return
+	}
+	rt.inflight.Inc()
+	defer rt.inflight.Dec()
+	mode := "regular"
+	if rt.cfg.PD {
+		mode = "pd"
+		if r.URL.Path != "/v1/chat/completions" {
+			writeError(w, http.StatusNotFound, "invalid_request_error", "", "PD mode serves /v1/chat/completions")
+			return
+		}
+	}
+	t0 := time.Now()
+	key := cacheKey(raw)
+	tried := map[*Worker]bool{}
+	var last *attemptErr
+	for attempt := 0; attempt < rt.cfg.MaxAttempts; attempt++ {
+		if attempt > 0 {
+			rt.retries.Inc()
+		}
+		var ae *attemptErr
+		if rt.cfg.PD {
+			ae = rt.attemptPD(w, r, raw, key, tried, t0)
+		} else {
+			ae = rt.attemptRegular(w, r, raw, key, tried, t0)
+		}
+		if ae == nil {
+			rt.requests.WithLabelValues(mode, "ok").Inc()
+			rt.stage.WithLabelValues("total").Observe(time.Since(t0).Seconds())
+			return
+		}
+		last = ae
+		if r.Context().Err() != nil {
+			rt.requests.WithLabelValues(mode, "cancelled").Inc()
+			return
+		}
+		if ae.status == -1 { // bytes already sent: cannot retry
+			rt.requests.WithLabelValues(mode, "failed_midstream").Inc()
+			return
+		}
+		if ae.status >= 400 && ae.status < 500 && ae.status != 499 && ae.status != http.StatusConflict {
+			break // the request itself is bad: same answer everywhere
+		}
+	}
+	rt.requests.WithLabelValues(mode, "failed").Inc()
+	switch {
+	case last == nil:
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")
+	case last.body != nil:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(last.status)
+		w.Write(last.body)
+	default:
+		msg := "no healthy workers"
+		if last.err != nil {
+			msg = last.err.Error()
+		}
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "upstream_failed", msg)
+	}
+}
+
+func (rt *Router) send(ctx context.Context, wk *Worker, path string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return rt.client.Do(req)
+}
+
+func (rt *Router) attemptRegular(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time) *attemptErr {
+	wk := rt.pick(rt.polR, rt.regular, tried, key, nil)
+	if wk == nil {
+		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy workers left")}
+	}
+	tried[wk] = true
+	wk.inflight.Add(1)
+	defer wk.inflight.Add(-1)
+	resp, err := rt.send(r.Context(), wk, r.URL.Path, patch(raw, nil))
+	if err != nil {
+		rt.report(wk, false)
+		return &attemptErr{status: http.StatusBadGateway, err: err, blame: wk}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		rt.report(wk, false)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return &attemptErr{status: resp.StatusCode, body: b, blame: wk}
+	}
+	rt.report(wk, true)
+	rt.stage.WithLabelValues("first_byte").Observe(time.Since(t0).Seconds())
+	if err := relay(w, resp); err != nil {
+		return &attemptErr{status: -1, err: err}
+	}
+	return nil
+}
+
+// attemptPD runs one attempt of a PD request: a new pair and a new room.
+func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time) *attemptErr {
+	p := rt.pick(rt.polP, rt.prefill, tried, key, nil)
+	if p == nil {
+		p = rt.pick(rt.polP, rt.prefill, nil, key, nil) // all tried: allow reuse
+	}
+	if p == nil {
+		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy prefill server")}
+	}
+	d := rt.pick(rt.polD, rt.decode, tried, key, p)
+	if d == nil {
+		d = rt.pick(rt.polD, rt.decode, nil, key, p)
+	}
+	if d == nil {
+		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy decode server compatible with the prefill server")}
+	}
+	p.inflight.Add(1)
+	d.inflight.Add(1)
+	defer p.inflight.Add(-1)
+	defer d.inflight.Add(-1)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	p.mu.Lock()
+	port := p.BootstrapPort
+	p.mu.Unlock()
+	bs := Bootstrap{Host: p.host, Port: port, Room: randomRoom()}
+
+	pch := make(chan pres, 1)
+	var dBody []byte
+	if rt.cfg.Sequential {
+		pb := patch(raw, map[string]any{"stream": false}, "stream_options")
+		resp, err := rt.send(ctx, p, "/v1/chat/completions", pb)
+		if err != nil {
+			rt.report(p, false)
+			tried[p] = true
+			return &attemptErr{status: http.StatusBadGateway, err: err, blame: p}
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		rt.stage.WithLabelValues("prefill").Observe(time.Since(t0).Seconds())
+		if resp.StatusCode != http.StatusOK {
+			if resp.StatusCode >= 500 {
+				rt.report(p, false)
+				tried[p] = true
+			}
+			return &attemptErr{status: resp.StatusCode, body: b, blame: p}
+		}
+		rt.report(p, true)
+		var desc struct {
+			KV json.RawMessage `json:"kv_transfer_params"`
+		}
+		if json.Unmarshal(b, &desc) != nil || desc.KV == nil {
+			return &attemptErr{status: http.StatusBadGateway, err: errors.New("prefill answer without kv_transfer_params"), blame: p}
+		}
+		dBody = patch(raw, map[string]any{"kv_transfer_params": desc.KV})
+		pch <- pres{status: 200, body: b, at: time.Now()}
+	} else {
+		dBody = patch(raw, map[string]any{"bootstrap_host": bs.Host, "bootstrap_port": bs.Port, "bootstrap_room": bs.Room})
+		go func() {
+			resp, err := rt.send(ctx, p, "/v1/chat/completions", dBody)
+			if err != nil {
+				pch <- pres{err: err, at: time.Now()}
+				return
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			pch <- pres{status: resp.StatusCode, body: b, at: time.Now()}
+		}()
+	}
+	resp, err := rt.send(ctx, d, "/v1/chat/completions", dBody)
+	if err != nil {
+		cancel()
+		<-pch
+		rt.report(d, false)
+		tried[d] = true
+		return &attemptErr{status: http.StatusBadGateway, err: err, blame: d}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		cancel()
+		pr := <-pch
+		// A transfer failure is the prefill side's when it failed too.
+		blame := d
+		if pr.err != nil || (pr.status != 0 && pr.status != http.StatusOK) {
+			blame = p
+		}
+		if resp.StatusCode >= 500 {
+			rt.report(blame, false)
+			tried[blame] = true
+		}
+		return &attemptErr{status: resp.StatusCode, body: b, blame: blame}
+	}
+	rt.report(d, true)
+	rt.stage.WithLabelValues("first_byte").Observe(time.Since(t0).Seconds())
+	var rerr error
+	var pr *pres
+	if isJSON(resp) {
+		pr, rerr = relayMerged(w, resp, pch)
+	} else {
+		rerr = relay(w, resp)
+		select {
+		case x := <-pch:
+			pr = &x
+		default:
+		}
+	}
+	if pr != nil && pr.err == nil && pr.status == http.StatusOK {
+		rt.report(p, true)
+		rt.stage.WithLabelValues("prefill").Observe(pr.at.Sub(t0).Seconds())
+	}
+	if rerr != nil {
+		return &attemptErr{status: -1, err: rerr}
+	}
+	return nil
+}
+
+func isJSON(resp *http.Response) bool {
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
+}
+
+func copyHeader(dst, src http.Header) {
+	for _, k := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering"} {
+		if v := src.Get(k); v != "" {
+			dst.Set(k, v)
+		}
+	}
+}
+
+// relay streams resp to w as it comes, flushing after every read.
+func relay(w http.ResponseWriter, resp *http.Response) error {
+	copyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			_ = rc.Flush()
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// pres is the prefill leg's outcome.
+type pres struct {
+	status int
+	body   []byte
+	err    error
+	at     time.Time
+}
+
+// relayMerged forwards a non-streaming decode answer with the prefill
+// server's usage merged in: its usage.prompt_tokens_details (cached tokens,
+// SGLang's convention) replaces the decode side's when the prefill side
+// reports one. The decode answer's other bytes pass unchanged.
+func relayMerged(w http.ResponseWriter, resp *http.Response, pch <-chan pres) (*pres, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes))
+	if err != nil {
+		return nil, err
+	}
+	var pr *pres
+	select {
+	case x := <-pch:
+		pr = &x
+	case <-time.After(time.Second):
+	}
+	if pr != nil && pr.status == http.StatusOK {
+		b = mergeUsage(b, pr.body)
+	}
+	copyHeader(w.Header(), resp.Header)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(resp.StatusCode)
+	_, err = w.Write(b)
+	return pr, err
+}
+
+func mergeUsage(dec, pre []byte) []byte {
+	var p struct {
+		Usage struct {
+			Details json.RawMessage `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(pre, &p) != nil || p.Usage.Details == nil {
+		return dec
+	}
+	var d map[string]json.RawMessage
+	var u map[string]json.RawMessage
+	if json.Unmarshal(dec, &d) != nil || json.Unmarshal(d["usage"], &u) != nil || u == nil {
+		return dec
+	}
+	u["prompt_tokens_details"] = p.Usage.Details
+	d["usage"], _ = json.Marshal(u)
+	out, err := json.Marshal(d)
+	if err != nil {
+		return dec
+	}
+	return append(out, '\n')
+}

@@ -1,0 +1,138 @@
+// Command pd runs one role of prefill/decode disaggregated serving of a
+// DeepSeek-V4 model, with SGLang's flags:
+//
+//	go run ./examples/pd --disaggregation-mode prefill --port 30001 --disaggregation-bootstrap-port 8998
+//	go run ./examples/pd --disaggregation-mode decode --port 30002
+//	go run ./examples/router --pd-disaggregation --prefill http://127.0.0.1:30001 8998 --decode http://127.0.0.1:30002 --port 8000
+//
+// The prefill server answers POST /v1/chat/completions by prefilling the
+// prompt and holding the request's KV state for the decode server, which
+// fetches it over gRPC from the bootstrap port (package disagg).
+// --disaggregation-mode null serves co-located (prefill and decode in one
+// engine). --model-path defaults to the embedded dsv4-tiny model. Port 0
+// picks a free port; the chosen addresses are printed on stdout as
+// "listening http=HOST:PORT [bootstrap=HOST:PORT]".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dsv4go/dsv4go/disagg"
+	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/models"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "pd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("pd", flag.ContinueOnError)
+	mode := fs.String("disaggregation-mode", "null", "prefill, decode or null (co-located)")
+	bootPort := fs.Int("disaggregation-bootstrap-port", 8998, "prefill: port of the bootstrap (KV transfer) service")
+	backend := fs.String("disaggregation-transfer-backend", "grpc", "KV transfer backend (grpc)")
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	port := fs.Int("port", 30000, "HTTP port (0: any free port)")
+	modelPath := fs.String("model-path", "", "model directory (default: the embedded dsv4-tiny)")
+	name := fs.String("served-model-name", "", "model name in the API (default: dsv4-tiny or the directory name)")
+	lease := fs.Duration("kv-lease", 30*time.Second, "prefill: how long a prefilled state waits for its decode server")
+	fetchTimeout := fs.Duration("kv-fetch-timeout", 60*time.Second, "decode: how long to wait for a room's state")
+	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *backend != "grpc" {
+		return fmt.Errorf("unsupported --disaggregation-transfer-backend %q (only grpc is built in)", *backend)
+	}
+	dir := *modelPath
+	if dir == "" {
+		d, err := models.TinyDir()
+		if err != nil {
+			return err
+		}
+		dir = d
+		if *name == "" {
+			*name = "dsv4-tiny"
+		}
+	}
+	if *name == "" {
+		*name = dir
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	m, err := dsv4.Load(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	lis, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	var handler http.Handler
+	var closeFn func() error
+	announce := "listening http=" + lis.Addr().String()
+	switch *mode {
+	case "prefill":
+		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, BootstrapHost: *host,
+			MaxConcurrent: *maxPrefills, Lease: *lease, Logger: log})
+		if err != nil {
+			return err
+		}
+		blis, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*bootPort)))
+		if err != nil {
+			return err
+		}
+		announce += " bootstrap=" + blis.Addr().String()
+		go func() {
+			if err := p.ServeBootstrap(ctx, blis); err != nil && ctx.Err() == nil {
+				log.Error("bootstrap service", "err", err)
+				stop()
+			}
+		}()
+		handler, closeFn = p.Handler(), p.Close
+	case "decode", "null":
+		d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: *name, FetchTimeout: *fetchTimeout, Logger: log})
+		if err != nil {
+			return err
+		}
+		handler, closeFn = d.Handler(), d.Close
+	default:
+		return fmt.Errorf("--disaggregation-mode must be prefill, decode or null, not %q", *mode)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Println(announce)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if cerr := closeFn(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,132 @@
+// Command router is the OpenAI-compatible front of a dsv4go fleet (package
+// disagg's Router), with SGLang router's flags:
+//
+//	go run ./examples/router --worker-urls http://127.0.0.1:30000 --port 8000
+//	go run ./examples/router --pd-disaggregation \
+//	    --prefill http://127.0.0.1:30001 8998 --decode http://127.0.0.1:30002 \
+//	    --policy cache_aware --port 8000
+//
+// --prefill takes the prefill server's URL and, optionally, its bootstrap
+// port (learned from its /server_info otherwise); both --prefill and
+// --decode repeat. --sequential uses the prefill-then-decode coordination
+// (the prefill answer's kv_transfer_params handed to decode) instead of
+// concurrent dispatch. Port 0 picks a free port; the address is printed on
+// stdout as "listening http=HOST:PORT".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dsv4go/dsv4go/disagg"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "router:", err)
+		os.Exit(1)
+	}
+}
+
+type urls []string
+
+func (u *urls) String() string     { return strings.Join(*u, ",") }
+func (u *urls) Set(s string) error { *u = append(*u, strings.Split(s, ",")...); return nil }
+
+// splitPrefill pulls "--prefill URL [PORT]" out of args (a two-value flag
+// the flag package cannot express).
+func splitPrefill(args []string) ([]disagg.PrefillWorker, []string, error) {
+	var pw []disagg.PrefillWorker
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a != "--prefill" && a != "-prefill" {
+			if v, ok := strings.CutPrefix(a, "--prefill="); ok {
+				pw = append(pw, disagg.PrefillWorker{URL: v})
+				continue
+			}
+			rest = append(rest, a)
+			continue
+		}
+		if i+1 >= len(args) {
+			return nil, nil, errors.New("--prefill needs a URL")
+		}
+		w := disagg.PrefillWorker{URL: args[i+1]}
+		i++
+		if i+1 < len(args) {
+			if p, err := strconv.Atoi(args[i+1]); err == nil {
+				w.BootstrapPort = p
+				i++
+			}
+		}
+		pw = append(pw, w)
+	}
+	return pw, rest, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	prefill, args, err := splitPrefill(args)
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	var workers, decode urls
+	fs.Var(&workers, "worker-urls", "regular mode: worker URLs (repeat or comma-separate)")
+	fs.Var(&decode, "decode", "PD mode: decode server URL (repeatable)")
+	pd := fs.Bool("pd-disaggregation", false, "prefill-decode disaggregation mode")
+	policy := fs.String("policy", "cache_aware", "random, round_robin, power_of_two or cache_aware")
+	pPolicy := fs.String("prefill-policy", "", "PD mode: policy for prefill servers (default --policy)")
+	dPolicy := fs.String("decode-policy", "", "PD mode: policy for decode servers (default --policy)")
+	sequential := fs.Bool("sequential", false, "PD mode: prefill first, then decode with its kv_transfer_params")
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	port := fs.Int("port", 8000, "HTTP port (0: any free port)")
+	attempts := fs.Int("max-attempts", 3, "attempts per request (retries only before the first response byte)")
+	health := fs.Duration("health-check-interval", 5*time.Second, "period of worker health checks")
+	healthFails := fs.Int("health-failure-threshold", 2, "failed checks before a worker is unhealthy")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if len(prefill) > 0 || len(decode) > 0 {
+		*pd = true
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	rt, err := disagg.NewRouter(disagg.RouterConfig{PD: *pd, Workers: workers, Prefill: prefill, Decode: decode,
+		Policy: *policy, PrefillPolicy: *pPolicy, DecodePolicy: *dPolicy, Sequential: *sequential,
+		MaxAttempts: *attempts, HealthInterval: *health, HealthFailures: *healthFails, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lis, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Println("listening http=" + lis.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

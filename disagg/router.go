@@ -226,7 +226,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	rt.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_router_requests_total",
 		Help: "Requests through the router, by mode and outcome."}, []string{"mode", "outcome"})
 	rt.stage = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dsv4_router_stage_seconds",
-		Help: "Latency per stage: prefill (prefill server's answer), first_byte (from the decode or regular server), total.",
+		Help:    "Latency per stage: prefill (prefill server's answer), first_byte (from the decode or regular server), total.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"stage"})
 	rt.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_router_retries_total",
 		Help: "Attempts retried with a new worker pair and room."})

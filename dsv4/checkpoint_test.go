@@ -343,6 +343,15 @@ func TestTid2EidInt32(t *testing.T) {
 	}
 }
 
+func TestFP8WithoutScale(t *testing.T) {
+	const name = "layers.1.attn.wq_b.scale"
+	dir := rewritten(t, "testdata/ckpt_fp8_mxfp4", drop(name))
+	_, err := OpenCheckpoint(context.Background(), dir)
+	if !errors.Is(err, ErrMissingTensor) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestNVFP4ZeroGlobalScale(t *testing.T) {
 	const name = "layers.2.ffn.experts.3.w2.weight_scale_2"
 	found := false

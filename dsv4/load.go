@@ -177,7 +177,11 @@ func (b *binder) linearEntry(e *entry, want []int) *Tensor {
 	case isFloat(t.DType) && sInv == nil && sNV == nil:
 		t.Format = FormatFloat
 	case t.DType == F8E4M3 && sInv == nil && sNV == nil:
-		t.Format = FormatFloat // unscaled FP8
+		// Every published FP8 weight has block scales; without them the
+		// values would be silently off by the missing factor.
+		b.add(ErrMissingTensor, UpstreamName(base+".weight_scale_inv"), t.File,
+			fmt.Sprintf("FP8 weight %s has no block scale (.scale / .weight_scale_inv)", t.Name))
+		return nil
 	case t.DType == F8E4M3 && sInv != nil:
 		t.Format = FormatFP8Block
 		br, bc := 128, 128

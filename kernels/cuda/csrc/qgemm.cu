@@ -105,6 +105,64 @@ template <> struct Fmt<DSV4C_FMT_FP8B> {
   static constexpr int WQ = 2, SW = 1, SMUL = 128, SADD = 0;
 };
 
+// decode_a builds the bf16 A fragment of k16 step j (0..3) of 64-input tile h (0, 1 within
+// the 128-input chunk) from the tile's WQ packed words tw and the chunk's scale word sw.
+template <int FMT>
+__device__ __forceinline__ void decode_a(const uint4 *tw, uint32_t sw, int h, int j,
+                                         uint32_t (&a)[4]) {
+  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
+  if (FMT == DSV4C_FMT_FP8B) {
+    const uint32_t S = scale_pair<SMUL, SADD>(sw, 0);
+    const uint32_t w0 = comp(tw[j >> 1], (j & 1) * 2);
+    const uint32_t w1 = comp(tw[j >> 1], (j & 1) * 2 + 1);
+    a[0] = bmul(dec_e4m3(w0, 0), S);
+    a[1] = bmul(dec_e4m3(w0, 2), S);
+    a[2] = bmul(dec_e4m3(w1, 0), S);
+    a[3] = bmul(dec_e4m3(w1, 2), S);
+  } else {
+    const uint32_t Sg = scale_pair<SMUL, SADD>(sw, h * 2);
+    const uint32_t Sg8 = scale_pair<SMUL, SADD>(sw, h * 2 + 1);
+    uint32_t d[4];
+    dec_e2m1(comp(tw[0], j), d);
+    a[0] = bmul(d[0], Sg);
+    a[1] = bmul(d[1], Sg8);
+    a[2] = bmul(d[2], Sg);
+    a[3] = bmul(d[3], Sg8);
+  }
+}
+
+// store_acc writes a warp's accumulators: row tiles rt0 .. rt0+RT-1 (rows past N skipped),
+// n8 token tiles from tok0 (tokens past M skipped); c0 = (row g, tok 2t), c1 = (g, 2t+1),
+// c2 = (g+8, 2t), c3 = (g+8, 2t+1). atomic: float32 atomicAdd (split-K); else store, or add
+// to y when accumulate.
+template <int RT, int MT>
+__device__ __forceinline__ void store_acc(const float (&acc)[RT][MT][4], int rt0, int ntiles,
+                                          int tok0, float scale, float *y, int ldy, int M, int N,
+                                          int lane, bool atomic, bool accumulate) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int r = 0; r < RT; r++) {
+    const int rt = rt0 + r;
+    if (rt >= ntiles) continue;
+#pragma unroll
+    for (int n = 0; n < MT; n++) {
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int row = rt * 16 + g + ((q >> 1) << 3);
+        const int tok = tok0 + n * 8 + 2 * t + (q & 1);
+        if (row < N && tok < M) {
+          float v = acc[r][n][q] * scale;
+          float *dst = y + (size_t)tok * ldy + row;
+          if (atomic)
+            atomicAdd(dst, v);
+          else
+            *dst = accumulate ? *dst + v : v;
+        }
+      }
+    }
+  }
+}
+
 template <int FMT, int RT> struct Regs {
   uint4 w[RT][2 * Fmt<FMT>::WQ];
   uint32_t s[RT][2 * Fmt<FMT>::SW];
@@ -146,7 +204,6 @@ __global__ void __launch_bounds__(WARPS * 32)
                  float alpha, const __nv_bfloat16 *__restrict__ x, int ldx, float *__restrict__ y,
                  int ldy, int M, int N, int kchunk, int atomic) {
   constexpr int TOK = MT * 8;
-  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
   __shared__ __align__(16) __nv_bfloat16 xs[2][TOK][XPAD];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -159,13 +216,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int KT = K / 64;
   if (nch <= 0) return; // whole block: uniform
 
-  float acc[RT][MT][4];
-#pragma unroll
-  for (int r = 0; r < RT; r++)
-#pragma unroll
-    for (int n = 0; n < MT; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[r][n][e] = 0.f;
+  float acc[RT][MT][4] = {}; // float32 accumulators, zeroed
 
   auto stage_x = [&](int c, int buf) {
     const int k0 = kbeg + c * KC;
@@ -214,25 +265,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
       for (int r = 0; r < RT; r++) {
         uint32_t a[4];
-        if (FMT == DSV4C_FMT_FP8B) {
-          uint32_t S = scale_pair<SMUL, SADD>(cur.s[r][0], 0);
-          uint32_t w0 = comp(cur.w[r][h * 2 + (j >> 1)], (j & 1) * 2);
-          uint32_t w1 = comp(cur.w[r][h * 2 + (j >> 1)], (j & 1) * 2 + 1);
-          a[0] = bmul(dec_e4m3(w0, 0), S);
-          a[1] = bmul(dec_e4m3(w0, 2), S);
-          a[2] = bmul(dec_e4m3(w1, 0), S);
-          a[3] = bmul(dec_e4m3(w1, 2), S);
-        } else {
-          uint32_t q = comp(cur.w[r][h], j);
-          const uint32_t Sg = scale_pair<SMUL, SADD>(cur.s[r][0], h * 2);
-          const uint32_t Sg8 = scale_pair<SMUL, SADD>(cur.s[r][0], h * 2 + 1);
-          uint32_t d[4];
-          dec_e2m1(q, d);
-          a[0] = bmul(d[0], Sg);
-          a[1] = bmul(d[1], Sg8);
-          a[2] = bmul(d[2], Sg);
-          a[3] = bmul(d[3], Sg8);
-        }
+        decode_a<FMT>(&cur.w[r][h * Fmt<FMT>::WQ], cur.s[r][0], h, j, a);
 #pragma unroll
         for (int n = 0; n < MT; n++) mma16816(acc[r][n], a, bx[n][bo], bx[n][bo + 1]);
       }
@@ -241,28 +274,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (more) cur = nxt;
   }
 
-  // epilogue: c0 (row g, tok 2t), c1 (row g, tok 2t+1), c2 (row g+8, tok 2t), c3 (g+8, 2t+1)
-#pragma unroll
-  for (int r = 0; r < RT; r++) {
-    const int rt = rt0 + r;
-    if (rt >= ntiles) continue;
-#pragma unroll
-    for (int n = 0; n < MT; n++) {
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int row = rt * 16 + g + ((e >> 1) << 3);
-        const int tok = tok0 + n * 8 + 2 * t + (e & 1);
-        if (row < N && tok < M) {
-          float v = acc[r][n][e] * alpha;
-          float *dst = y + (size_t)tok * ldy + row;
-          if (atomic)
-            atomicAdd(dst, v);
-          else
-            *dst = v;
-        }
-      }
-    }
-  }
+  store_acc<RT, MT>(acc, rt0, ntiles, tok0, alpha, y, ldy, M, N, lane, atomic != 0, false);
 }
 
 // ---- decode-shaped GEMV/GEMM (M <= 16 tokens per group) ----
@@ -289,7 +301,6 @@ __global__ void __launch_bounds__(WARPS * 32)
   // launcher, 2 = split-K reduced through cluster distributed shared memory.
   constexpr int TOK = MT * 8;
   constexpr int WQ = Fmt<FMT>::WQ;
-  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
   extern __shared__ uint4 smem[];
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem);
 
@@ -371,13 +382,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   if (active) load(c0);
 
-  float acc[RT][MT][4];
-#pragma unroll
-  for (int r = 0; r < RT; r++)
-#pragma unroll
-    for (int n = 0; n < MT; n++)
-#pragma unroll
-      for (int q = 0; q < 4; q++) acc[r][n][q] = 0.f;
+  float acc[RT][MT][4] = {}; // float32 accumulators, zeroed
 
   auto compute = [&](const Chunk<FMT, RT> &c, int kloc) {
 #pragma unroll
@@ -400,25 +405,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int r = 0; r < RT; r++) {
           uint32_t a[4];
-          if (FMT == DSV4C_FMT_FP8B) {
-            uint32_t S = scale_pair<SMUL, SADD>(c.s[r][0], 0);
-            uint32_t w0 = comp(c.w[r][h * 2 + (j >> 1)], (j & 1) * 2);
-            uint32_t w1 = comp(c.w[r][h * 2 + (j >> 1)], (j & 1) * 2 + 1);
-            a[0] = bmul(dec_e4m3(w0, 0), S);
-            a[1] = bmul(dec_e4m3(w0, 2), S);
-            a[2] = bmul(dec_e4m3(w1, 0), S);
-            a[3] = bmul(dec_e4m3(w1, 2), S);
-          } else {
-            uint32_t q = comp(c.w[r][h], j);
-            const uint32_t Sg = scale_pair<SMUL, SADD>(c.s[r][0], h * 2);
-            const uint32_t Sg8 = scale_pair<SMUL, SADD>(c.s[r][0], h * 2 + 1);
-            uint32_t d[4];
-            dec_e2m1(q, d);
-            a[0] = bmul(d[0], Sg);
-            a[1] = bmul(d[1], Sg8);
-            a[2] = bmul(d[2], Sg);
-            a[3] = bmul(d[3], Sg8);
-          }
+          decode_a<FMT>(&c.w[r][h * WQ], c.s[r][0], h, j, a);
 #pragma unroll
           for (int n = 0; n < MT; n++) mma16816(acc[r][n], a, bx[n][2 * j], bx[n][2 * j + 1]);
         }
@@ -468,27 +455,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   if (!active) return;
 
-#pragma unroll
-  for (int r = 0; r < RT; r++) {
-    const int rt = rt0 + r;
-    if (rt >= ntiles) continue;
-#pragma unroll
-    for (int n = 0; n < MT; n++) {
-#pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const int row = rt * 16 + g + ((q >> 1) << 3);
-        const int tok = n * 8 + 2 * t + (q & 1);
-        if (row < N && tok < M) {
-          float v = acc[r][n][q] * a_scale;
-          float *dst = y + (size_t)tok * N + row;
-          if (mode == 1)
-            atomicAdd(dst, v);
-          else
-            *dst = accumulate ? *dst + v : v;
-        }
-      }
-    }
-  }
+  store_acc<RT, MT>(acc, rt0, ntiles, 0, a_scale, y, N, M, N, lane, mode == 1, accumulate != 0);
 }
 
 // ---- prefill-shaped GEMM (large M): multistage cp.async pipeline ----
@@ -516,7 +483,6 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32, MINB)
                       float *__restrict__ y, int ldy, int M, int N, int accumulate) {
   using L = PipeSmem<FMT>;
   constexpr int WQ = L::WQ, MT = PIPE_TOK / 8, RT = PIPE_RT;
-  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
   extern __shared__ uint4 smem[];
   uint8_t *base = reinterpret_cast<uint8_t *>(smem);
 
@@ -552,13 +518,7 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32, MINB)
     }
   };
 
-  float acc[RT][MT][4];
-#pragma unroll
-  for (int r = 0; r < RT; r++)
-#pragma unroll
-    for (int n = 0; n < MT; n++)
-#pragma unroll
-      for (int q = 0; q < 4; q++) acc[r][n][q] = 0.f;
+  float acc[RT][MT][4] = {}; // float32 accumulators, zeroed
 
 #pragma unroll
   for (int s0 = 0; s0 < PIPE_STAGES - 1; s0++) {
@@ -605,24 +565,7 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32, MINB)
 #pragma unroll
           for (int r = 0; r < RT; r++) {
             uint32_t a[4];
-            if (FMT == DSV4C_FMT_FP8B) {
-              uint32_t S = scale_pair<SMUL, SADD>(sw[r], 0);
-              uint32_t w0 = comp(wv[r][j >> 1], (j & 1) * 2);
-              uint32_t w1 = comp(wv[r][j >> 1], (j & 1) * 2 + 1);
-              a[0] = bmul(dec_e4m3(w0, 0), S);
-              a[1] = bmul(dec_e4m3(w0, 2), S);
-              a[2] = bmul(dec_e4m3(w1, 0), S);
-              a[3] = bmul(dec_e4m3(w1, 2), S);
-            } else {
-              const uint32_t Sg = scale_pair<SMUL, SADD>(sw[r], h * 2);
-              const uint32_t Sg8 = scale_pair<SMUL, SADD>(sw[r], h * 2 + 1);
-              uint32_t d[4];
-              dec_e2m1(comp(wv[r][0], j), d);
-              a[0] = bmul(d[0], Sg);
-              a[1] = bmul(d[1], Sg8);
-              a[2] = bmul(d[2], Sg);
-              a[3] = bmul(d[3], Sg8);
-            }
+            decode_a<FMT>(wv[r], sw[r], h, j, a);
 #pragma unroll
             for (int n = 0; n < MT; n++) mma16816(acc[r][n], a, bx[n][2 * jj], bx[n][2 * jj + 1]);
           }
@@ -632,24 +575,7 @@ __global__ void __launch_bounds__(PIPE_WARPS * 32, MINB)
   }
   cp_wait<0>();
 
-#pragma unroll
-  for (int r = 0; r < RT; r++) {
-    const int rt = brt0 + warp * RT + r;
-    if (rt >= ntiles) continue;
-#pragma unroll
-    for (int n = 0; n < MT; n++) {
-#pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const int row = rt * 16 + g + ((q >> 1) << 3);
-        const int tok = tok0 + n * 8 + 2 * t + (q & 1);
-        if (row < N && tok < M) {
-          float v = acc[r][n][q] * alpha;
-          float *dst = y + (size_t)tok * ldy + row;
-          *dst = accumulate ? *dst + v : v;
-        }
-      }
-    }
-  }
+  store_acc<RT, MT>(acc, brt0 + warp * RT, ntiles, tok0, alpha, y, ldy, M, N, lane, false, accumulate != 0);
 }
 
 template <int FMT, int MINB>

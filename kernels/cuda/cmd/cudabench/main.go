@@ -296,54 +296,65 @@ func timeGEMM(d *cuda.Device, st *cuda.Stream, r *rand.Rand, ws []*cuda.Weight, 
 	reps = max(len(ws), min(reps, 4000))
 	reps = (reps + len(ws) - 1) / len(ws) * len(ws)
 
-	// eager warm-up (also surfaces launch errors outside capture)
-	if err := st.QGEMMSplit(ws[0], x, y, m, false, splits); err != nil {
+	t, err := timeGraph(st, reps, func(i int) error {
+		return st.QGEMMSplit(ws[i%len(ws)], x, y, m, false, splits)
+	})
+	if err != nil {
 		return result{}, err
+	}
+	return result{us: t * 1e6, gbs: bytes / t / 1e9, tflops: flops / t / 1e12}, nil
+}
+
+// timeGraph runs issue(0) eagerly (warm-up, and launch errors outside capture), captures
+// issue(0..calls-1) into one CUDA graph, replays it once, then returns the median over 5
+// timed replays of the seconds per call.
+func timeGraph(st *cuda.Stream, calls int, issue func(i int) error) (float64, error) {
+	if err := issue(0); err != nil {
+		return 0, err
 	}
 	if err := st.Sync(); err != nil {
-		return result{}, err
+		return 0, err
 	}
 	if err := st.BeginCapture(); err != nil {
-		return result{}, err
+		return 0, err
 	}
-	for i := 0; i < reps; i++ {
-		if err := st.QGEMMSplit(ws[i%len(ws)], x, y, m, false, splits); err != nil {
+	for i := 0; i < calls; i++ {
+		if err := issue(i); err != nil {
 			st.EndCapture()
-			return result{}, err
+			return 0, err
 		}
 	}
 	g, err := st.EndCapture()
 	if err != nil {
-		return result{}, err
+		return 0, err
 	}
 	defer g.Close()
 	if err := g.Launch(st, 1, true); err != nil {
-		return result{}, err
+		return 0, err
 	}
 	var per []float64
 	for i := 0; i < 5; i++ {
 		e0, err := st.Record()
 		if err != nil {
-			return result{}, err
+			return 0, err
 		}
 		if err := g.Launch(st, 1, false); err != nil {
-			return result{}, err
+			return 0, err
 		}
 		e1, err := st.Record()
 		if err != nil {
-			return result{}, err
+			return 0, err
 		}
 		ms, err := cuda.Elapsed(e0, e1)
 		if err != nil {
-			return result{}, err
+			return 0, err
 		}
 		e0.Close()
 		e1.Close()
-		per = append(per, float64(ms)/1e3/float64(reps))
+		per = append(per, float64(ms)/1e3/float64(calls))
 	}
 	sort.Float64s(per)
-	t := per[len(per)/2]
-	return result{us: t * 1e6, gbs: bytes / t / 1e9, tflops: flops / t / 1e12}, nil
+	return per[len(per)/2], nil
 }
 
 func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, groups, m int) (result, error) {
@@ -394,60 +405,16 @@ func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, s
 		return result{}, err
 	}
 	view := func(c int) (*cuda.Buffer, error) { return ib.Slice(int64(4*c*stride), int64(4*groups)) }
-	v0, err := view(0)
-	if err != nil {
-		return result{}, err
-	}
-	if err := st.QGEMMGrouped(ws, v0, x, y, m, groups, false); err != nil {
-		return result{}, err
-	}
-	if err := st.Sync(); err != nil {
-		return result{}, err
-	}
-	if err := st.BeginCapture(); err != nil {
-		return result{}, err
-	}
-	for c := 0; c < calls; c++ {
+	t, err := timeGraph(st, calls, func(c int) error {
 		v, err := view(c)
-		if err == nil {
-			err = st.QGEMMGrouped(ws, v, x, y, m, groups, false)
-		}
 		if err != nil {
-			st.EndCapture()
-			return result{}, err
+			return err
 		}
-	}
-	g, err := st.EndCapture()
+		return st.QGEMMGrouped(ws, v, x, y, m, groups, false)
+	})
 	if err != nil {
 		return result{}, err
 	}
-	defer g.Close()
-	if err := g.Launch(st, 1, true); err != nil {
-		return result{}, err
-	}
-	var per []float64
-	for i := 0; i < 5; i++ {
-		e0, err := st.Record()
-		if err != nil {
-			return result{}, err
-		}
-		if err := g.Launch(st, 1, false); err != nil {
-			return result{}, err
-		}
-		e1, err := st.Record()
-		if err != nil {
-			return result{}, err
-		}
-		ms, err := cuda.Elapsed(e0, e1)
-		if err != nil {
-			return result{}, err
-		}
-		e0.Close()
-		e1.Close()
-		per = append(per, float64(ms)/1e3/calls)
-	}
-	sort.Float64s(per)
-	t := per[len(per)/2]
 	bytes := float64(groups)*float64(ws.Bytes()) + float64(groups*m*(2*sh.k+4*sh.n))
 	flops := 2 * float64(groups*m) * float64(sh.n) * float64(sh.k)
 	return result{us: t * 1e6, gbs: bytes / t / 1e9, tflops: flops / t / 1e12}, nil

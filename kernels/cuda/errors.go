@@ -21,6 +21,7 @@ type Error struct {
 	Msg  string // CUDA's description
 }
 
+// Error formats the failure as "cuda: <op>: <name> (<code>): <description>".
 func (e *Error) Error() string {
 	return fmt.Sprintf("cuda: %s: %s (%d): %s", e.Op, e.Name, e.Code, e.Msg)
 }

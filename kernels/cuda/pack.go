@@ -22,6 +22,7 @@ const (
 	FP8Block Format = 3
 )
 
+// String returns the format's name ("NVFP4", "MXFP4", "FP8-block").
 func (f Format) String() string {
 	switch f {
 	case NVFP4:

@@ -1,0 +1,44 @@
+package cuda_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dsv4go/dsv4go/kernels/cuda"
+)
+
+// Packing an NVFP4 weight on the host (works in every build), then, where a GPU and the
+// cuda build tag are present, uploading it once and running a decode-sized GEMM.
+func ExamplePackNVFP4() {
+	const n, k = 64, 128
+	w := make([]byte, n*k/2)       // two E2M1 codes per byte, low nibble first
+	scales := make([]byte, n*k/16) // one E4M3 scale per 16 inputs
+	for i := range w {
+		w[i] = 0x21 // codes 1 (0.5) and 2 (1.0)
+	}
+	for i := range scales {
+		scales[i] = 0x38 // E4M3 1.0
+	}
+	p, err := cuda.PackNVFP4(w, scales, 0.5, n, k)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(p.Format, p.NPad, len(p.Data), len(p.Scales), p.Alpha)
+
+	dev, err := cuda.Open(0)
+	if errors.Is(err, cuda.ErrNoCUDA) || err != nil {
+		return // no CUDA in this build or no GPU here
+	}
+	defer dev.Close()
+	wt, err := dev.UploadWeight(p) // once
+	if err != nil {
+		return
+	}
+	defer wt.Free()
+	// x: bf16 [M][K] and y: float32 [M][N] device buffers, then per step:
+	// dev.Stream().QGEMM(wt, x, y, M, false)
+
+	// Output:
+	// NVFP4 64 4096 512 64
+}

@@ -549,3 +549,34 @@ func TestEngineFIFO(t *testing.T) {
 		}
 	}
 }
+
+// Close with an expired context ends running requests with ErrEngineClosed
+// and frees their state, even when the backend ignores the context.
+func TestEngineCloseTimeout(t *testing.T) {
+	b := &fakeBackend{decodeDelay: func() { time.Sleep(time.Millisecond) }}
+	e := newFakeEngine(b, EngineOptions{})
+	seq, err := e.Generate(context.Background(), []int32{1, 2}, SamplingParams{IgnoreEOS: true, MaxTokens: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var last error
+		for _, err := range seq {
+			last = err
+		}
+		done <- last
+	}()
+	waitFor(t, "running", func() bool { return e.Stats().Running == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-done; !errors.Is(err, ErrEngineClosed) {
+		t.Fatalf("running request ended with %v", err)
+	}
+	if b.live.Load() != 0 || e.Stats().LiveSequences != 0 {
+		t.Fatal("state not freed")
+	}
+}

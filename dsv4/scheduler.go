@@ -165,7 +165,18 @@ func (s *scheduler) loop(ctx context.Context) {
 		s.mu.Unlock()
 
 		s.reap(closed)
+		if ctx.Err() != nil { // Close gave up waiting: end everything now
+			for _, r := range s.running {
+				s.finish(r, "", ErrEngineClosed)
+			}
+			s.running = s.running[:0]
+			s.publish()
+			if closed && len(s.waiting) == 0 {
+				return
+			}
+		}
 		if closed && len(s.running) == 0 && len(s.waiting) == 0 {
+			s.publish()
 			return
 		}
 		s.admit()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"iter"
 	"sync"
 
 	"github.com/dsv4go/dsv4go/tokenizer"
@@ -103,7 +104,7 @@ func (m *Model) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, erro
 }
 
 // ChatStream is DefaultEngine().ChatStream. See Engine.ChatStream.
-func (m *Model) ChatStream(ctx context.Context, req *ChatRequest) (func(yield func(*ChatChunk, error) bool), error) {
+func (m *Model) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*ChatChunk, error], error) {
 	e, err := m.DefaultEngine()
 	if err != nil {
 		return nil, err

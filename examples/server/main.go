@@ -86,7 +86,8 @@ func run() error {
 		maxRunning     = flag.Int("max-running-requests", 64, "most sequences decoding at once")
 		chunkedPrefill = flag.Int("chunked-prefill-size", 512, "per-step token budget (prefill chunks + decode tokens)")
 		maxQueued      = flag.Int("max-queued-requests", 1024, "most requests waiting for admission (more get 503)")
-		stateMem       = flag.Int64("max-state-bytes", 0, "KV state memory budget in bytes (0: unlimited)")
+		stateMem       = flag.Int64("max-state-bytes", 0, "KV state memory budget in bytes (0: unlimited); a request reserves its worst case, prompt + max_tokens")
+		defaultMaxTok  = flag.Int("default-max-tokens", 0, "max_tokens of requests that set none (0: the rest of the context)")
 		contextLen     = flag.Int("context-length", 0, "limit of max_tokens (0: the model's context length)")
 		maxBody        = flag.Int64("max-body-bytes", 8<<20, "request body limit")
 		drainTimeout   = flag.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for running requests")
@@ -116,7 +117,7 @@ func run() error {
 
 	opts := dsv4.EngineOptions{
 		MaxBatch: *maxRunning, StepTokens: *chunkedPrefill, MaxWaiting: *maxQueued, StateMemory: *stateMem,
-		ReasoningParser: *reasoning, ToolCallParser: *toolParser,
+		DefaultMaxTokens: *defaultMaxTok, ReasoningParser: *reasoning, ToolCallParser: *toolParser,
 	}
 	switch *chatTemplate {
 	case "", dsv4.EncodingV4, dsv4.EncodingV32:

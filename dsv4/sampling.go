@@ -92,6 +92,7 @@ type ParamError struct {
 	Msg   string
 }
 
+// Error implements error.
 func (e *ParamError) Error() string { return fmt.Sprintf("dsv4: invalid %s: %s", e.Param, e.Msg) }
 
 // Unwrap returns ErrInvalidParams.

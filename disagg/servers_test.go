@@ -51,6 +51,13 @@ type pdPair struct {
 
 func startPD(t *testing.T, tr Transport, lease time.Duration) *pdPair {
 	t.Helper()
+	return startPDtb(t, tr, lease)
+}
+
+func startPDb(b *testing.B) *pdPair { return startPDtb(b, &GRPCTransport{}, 0) }
+
+func startPDtb(t testing.TB, tr Transport, lease time.Duration) *pdPair {
+	t.Helper()
 	m := tinyModel(t)
 	p, err := NewPrefillServer(PrefillConfig{Model: m, Name: "dsv4-tiny", Transport: tr, Lease: lease, BootstrapTimeout: lease})
 	if err != nil {

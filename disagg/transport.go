@@ -1,13 +1,13 @@
 package disagg
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
@@ -143,30 +144,57 @@ type GRPCTransport struct {
 	OnSent func(bytes int64, d time.Duration, err error)
 }
 
+// windowBytes is the HTTP/2 flow-control window of KV streams: large, so a
+// transfer is not paced by window updates on high bandwidth-delay paths.
+const windowBytes = 32 << 20
+
 const serviceName = "dsv4go.disagg.v1.Bootstrap"
 
-// rawCodec carries frames as they are. Marshal and Unmarshal copy, because
-// grpc may send after SendMsg returns and recycles its receive buffers.
+// rawCodec carries frames as they are (a grpc encoding.CodecV2, so no
+// protobuf): a message is a frame given as parts (sent without copying) or,
+// on receive, handed to sink (a Decoder) before grpc frees its buffers.
 type rawCodec struct{}
 
-type rawMsg struct{ b []byte }
+type rawMsg struct {
+	b     []byte
+	parts [][]byte
+	sink  func([]byte) error // receive side: consume the frame in place
+	err   error              // sink's error
+}
 
 func (rawCodec) Name() string { return "dsv4raw" }
 
-func (rawCodec) Marshal(v any) ([]byte, error) {
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(*rawMsg)
 	if !ok {
 		return nil, fmt.Errorf("disagg: codec: unexpected %T", v)
 	}
-	return bytes.Clone(m.b), nil
+	if m.parts == nil {
+		return mem.BufferSlice{mem.SliceBuffer(m.b)}, nil
+	}
+	out := make(mem.BufferSlice, len(m.parts))
+	for i, p := range m.parts {
+		out[i] = mem.SliceBuffer(p)
+	}
+	return out, nil
 }
 
-func (rawCodec) Unmarshal(data []byte, v any) error {
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(*rawMsg)
 	if !ok {
 		return fmt.Errorf("disagg: codec: unexpected %T", v)
 	}
-	m.b = append(m.b[:0], data...)
+	var b []byte
+	if len(data) == 1 {
+		b = data[0].ReadOnlyData() // valid until we return
+	} else {
+		b = data.Materialize()
+	}
+	if m.sink != nil {
+		m.err = m.sink(b)
+		return nil
+	}
+	m.b = append(m.b[:0], b...)
 	return nil
 }
 
@@ -245,10 +273,8 @@ func (s *grpcServer) fetch(st grpc.ServerStream) error {
 		return toStatus(err)
 	}
 	t0 := time.Now()
-	out := rawMsg{}
-	err = NewEncoder(s.src.Identity(), s.t.ChunkBytes).Encode(h, func(f []byte) error {
-		out.b = f
-		return st.SendMsg(&out)
+	err = NewEncoder(s.src.Identity(), s.t.ChunkBytes).EncodeParts(h, func(parts [][]byte) error {
+		return st.SendMsg(&rawMsg{parts: slices.Clone(parts)})
 	})
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
@@ -304,8 +330,10 @@ func fromStatus(err error) error {
 
 // Serve runs the bootstrap gRPC service for src on lis until ctx ends.
 func (t *GRPCTransport) Serve(ctx context.Context, lis net.Listener, src Source) error {
-	gs := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}),
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(MaxFrameBytes+frameOverhead), grpc.MaxSendMsgSize(MaxFrameBytes+frameOverhead),
+		grpc.InitialWindowSize(windowBytes), grpc.InitialConnWindowSize(windowBytes),
+		grpc.WriteBufferSize(1<<20), grpc.ReadBufferSize(1<<20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 2 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 10 * time.Second}))
 	gs.RegisterService(&bootstrapDesc, &grpcServer{t: t, src: src})
@@ -328,7 +356,9 @@ type grpcConn struct {
 // Dial connects to addr and runs the handshake.
 func (t *GRPCTransport) Dial(ctx context.Context, addr string, local Identity) (Conn, error) {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}), grpc.MaxCallRecvMsgSize(MaxFrameBytes+frameOverhead)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(MaxFrameBytes+frameOverhead)),
+		grpc.WithInitialWindowSize(windowBytes), grpc.WithInitialConnWindowSize(windowBytes),
+		grpc.WithWriteBufferSize(1<<20), grpc.WithReadBufferSize(1<<20),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -379,9 +409,12 @@ func (c *grpcConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
 		return nil, fromStatus(err)
 	}
 	d := NewDecoder(c.local, c.t.Limits)
-	var in rawMsg
+	in := rawMsg{sink: d.Next}
 	for {
 		err := st.RecvMsg(&in)
+		if err == nil && in.err != nil {
+			return nil, in.err
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -397,9 +430,6 @@ func (c *grpcConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
 				return nil, fmt.Errorf("%w: %w after %d bytes: %s", ErrUnavailable, ErrTruncated, d.off, st.Message())
 			}
 			return nil, fromStatus(err)
-		}
-		if err := d.Next(in.b); err != nil {
-			return nil, err
 		}
 	}
 }

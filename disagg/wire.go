@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net"
 	"unsafe"
 
 	"github.com/dsv4go/dsv4go/dsv4"
@@ -162,6 +163,32 @@ func NewEncoder(id Identity, chunkBytes int) *Encoder {
 // A frame slice is only valid during the call (the encoder reuses it). It
 // returns emit's first error. h.State must be non-nil.
 func (e *Encoder) Encode(h *Handoff, emit func(frame []byte) error) error {
+	return e.EncodeParts(h, func(parts [][]byte) error {
+		if len(parts) == 1 {
+			return emit(parts[0])
+		}
+		n := 0
+		for _, p := range parts {
+			n += len(p)
+		}
+		if cap(e.buf) < n {
+			e.buf = make([]byte, 0, n)
+		}
+		b := e.buf[:0]
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		e.buf = b
+		return emit(b)
+	})
+}
+
+// EncodeParts is Encode without copying the state: each frame is given as
+// parts whose concatenation is the frame; data parts are views of h's
+// float32 slices (valid as long as h is not modified), the others are
+// fresh. Transports that can send scatter lists (gRPC's mem.BufferSlice,
+// writev, RDMA SGEs) use it to avoid a copy.
+func (e *Encoder) EncodeParts(h *Handoff, emit func(parts [][]byte) error) error {
 	if h == nil || h.State == nil {
 		return fmt.Errorf("%w: nil handoff or state", ErrMalformed)
 	}
@@ -188,63 +215,54 @@ func (e *Encoder) Encode(h *Handoff, emit func(frame []byte) error) error {
 	if err != nil {
 		return fmt.Errorf("%w: header: %v", ErrMalformed, err)
 	}
-	if err := emit(e.frame(frameHeader, js)); err != nil {
+	if err := emit([][]byte{frameBytes(frameHeader, js)}); err != nil {
 		return err
 	}
-	// Data: the components' bytes as one concatenated range, cut in chunks
-	// that may span components (small components coalesce into one frame).
-	crc := uint32(0)
+	// Data: the components' bytes as one concatenated range, cut in frames
+	// of e.chunk bytes that may span components (small components coalesce).
+	var dataCRC uint32
 	var nFrames uint32
 	var off int64
-	cur := e.begin(off)
-	for _, c := range comps {
-		b := f32Bytes(*c)
-		for len(b) > 0 {
-			n := min(len(b), e.chunk-(len(cur)-13))
-			cur = append(cur, b[:n]...)
-			crc = crc32.Update(crc, castagnoli, b[:n])
-			b = b[n:]
-			off += int64(n)
-			if len(cur)-13 >= e.chunk {
-				if err := emit(e.finish(cur)); err != nil {
-					return err
-				}
-				nFrames++
-				cur = e.begin(off)
+	ci, coff := 0, 0
+	var parts [][]byte
+	for off < hd.TotalBytes {
+		size := int(min(int64(e.chunk), hd.TotalBytes-off))
+		hdr := make([]byte, 13)
+		hdr[0] = frameData
+		binary.LittleEndian.PutUint32(hdr[1:], uint32(8+size))
+		binary.LittleEndian.PutUint64(hdr[5:], uint64(off))
+		fcrc := crc32.Update(0, castagnoli, hdr)
+		parts = append(parts[:0], hdr)
+		for left := size; left > 0; {
+			b := f32Bytes(*comps[ci])[coff:]
+			if len(b) == 0 {
+				ci, coff = ci+1, 0
+				continue
 			}
+			n := min(len(b), left)
+			v := b[:n:n]
+			parts = append(parts, v)
+			fcrc = crc32.Update(fcrc, castagnoli, v)
+			dataCRC = crc32.Update(dataCRC, castagnoli, v)
+			left -= n
+			coff += n
 		}
-	}
-	if len(cur) > 13 {
-		if err := emit(e.finish(cur)); err != nil {
+		parts = append(parts, binary.LittleEndian.AppendUint32(make([]byte, 0, 4), fcrc))
+		if err := emit(parts); err != nil {
 			return err
 		}
 		nFrames++
+		off += int64(size)
 	}
 	var tr [16]byte
 	binary.LittleEndian.PutUint64(tr[0:], uint64(off))
-	binary.LittleEndian.PutUint32(tr[8:], crc)
+	binary.LittleEndian.PutUint32(tr[8:], dataCRC)
 	binary.LittleEndian.PutUint32(tr[12:], nFrames)
-	return emit(e.frame(frameTrailer, tr[:]))
+	return emit([][]byte{frameBytes(frameTrailer, tr[:])})
 }
 
-// begin starts a data frame at stream offset off in e.buf.
-func (e *Encoder) begin(off int64) []byte {
-	if cap(e.buf) < e.chunk+frameOverhead+8 {
-		e.buf = make([]byte, 0, e.chunk+frameOverhead+8)
-	}
-	b := e.buf[:5+8]
-	b[0] = frameData
-	binary.LittleEndian.PutUint64(b[5:], uint64(off))
-	return b
-}
-
-// finish writes the length and CRC of a data frame built by begin.
-func (e *Encoder) finish(b []byte) []byte {
-	binary.LittleEndian.PutUint32(b[1:], uint32(len(b)-5))
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-}
-
-func (e *Encoder) frame(kind byte, payload []byte) []byte {
+// frameBytes builds a frame: kind, payload length, payload, CRC-32C.
+func frameBytes(kind byte, payload []byte) []byte {
 	b := make([]byte, 5, len(payload)+frameOverhead)
 	b[0] = kind
 	binary.LittleEndian.PutUint32(b[1:], uint32(len(payload)))
@@ -458,8 +476,9 @@ func (d *Decoder) totalBytes() int64 {
 // WriteStream writes h to w as a byte stream of frames (the form used over
 // plain TCP and in files; gRPC carries the same frames as messages).
 func WriteStream(w io.Writer, h *Handoff, id Identity, chunkBytes int) error {
-	return NewEncoder(id, chunkBytes).Encode(h, func(f []byte) error {
-		_, err := w.Write(f)
+	return NewEncoder(id, chunkBytes).EncodeParts(h, func(parts [][]byte) error {
+		bufs := net.Buffers(parts) // writev on sockets
+		_, err := bufs.WriteTo(w)
 		return err
 	})
 }

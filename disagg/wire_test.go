@@ -147,8 +147,7 @@ func TestWireErrors(t *testing.T) {
 		t.Fatalf("Compatible: %v", err)
 	}
 	// Version and limits.
-	enc := NewEncoder(id, 0)
-	hdr := enc.frame(frameHeader, []byte(`{"magic":"dsv4-kv","version":99}`))
+	hdr := frameBytes(frameHeader, []byte(`{"magic":"dsv4-kv","version":99}`))
 	if err := read(hdr, id); !errors.Is(err, ErrVersion) {
 		t.Fatalf("version 99: %v", err)
 	}

@@ -241,6 +241,9 @@ def verify(outdir, samples, device, log, deadline=float("inf"), dtypes=("f32", "
             if tag == "f32":
                 g["first_top_logits_f32"] = top
             ok += g["match_" + tag]
+            n_done = sum(1 for x in golden if "match_" + tag in x)
+            if n_done % 10 == 0:
+                log(f"  {tag}: {n_done}/{len(samples)} done, {ok} match, {time.time() - t0:.0f} s")
         last = time.time() - t0
         res[tag] = {"match": ok, "total": len(samples), "seconds": round(last, 1)}
         log(f"verify {tag}: greedy matches {ok}/{len(samples)} in {res[tag]['seconds']} s")

@@ -1,6 +1,7 @@
 package disagg
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -246,15 +247,23 @@ func BenchmarkTTFT(b *testing.B) {
 	for _, tc := range []struct{ name, url string }{{"colocated", fco.URL}, {"pd", fpd.URL}} {
 		b.Run(tc.name, func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
-			buf := make([]byte, 4096)
 			for range b.N {
 				t0 := time.Now()
 				resp, err := http.Post(tc.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := resp.Body.Read(buf); err != nil {
-					b.Fatal(err)
+				// The first chunk with generated text (not the role-only one).
+				sc := bufio.NewScanner(resp.Body)
+				got := false
+				for sc.Scan() {
+					if strings.Contains(sc.Text(), `"content":"`) {
+						got = true
+						break
+					}
+				}
+				if !got {
+					b.Fatalf("status %d: no content chunk", resp.StatusCode)
 				}
 				lat = append(lat, time.Since(t0))
 				io.Copy(io.Discard, resp.Body)

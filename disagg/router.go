@@ -114,8 +114,10 @@ type PrefillWorker struct {
 // each request to one worker; PD mode pairs a prefill and a decode server
 // per request. Requests are passed through as raw JSON: only the fields the
 // router owns (bootstrap_host, bootstrap_port, bootstrap_room,
-// kv_transfer_params) are set or removed, everything else (tools,
-// chat_template_kwargs, unknown fields) reaches the engines byte for byte.
+// kv_transfer_params) are set or removed; every other field (tools,
+// chat_template_kwargs, unknown fields) keeps its raw JSON value (numbers,
+// escapes and key order inside it untouched; only whitespace between the
+// top-level fields may change as the object is re-serialized).
 // Responses are streamed through as they come (SSE included). Retries
 // happen only before the first response byte.
 type Router struct {

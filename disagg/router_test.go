@@ -1,0 +1,292 @@
+package disagg
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	bodies []string
+	calls  atomic.Int64
+}
+
+func (r *recorder) add(b []byte) {
+	r.mu.Lock()
+	r.bodies = append(r.bodies, string(b))
+	r.mu.Unlock()
+	r.calls.Add(1)
+}
+
+func (r *recorder) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bodies[len(r.bodies)-1]
+}
+
+func fakeServer(t *testing.T, rec *recorder, h func(w http.ResponseWriter, body map[string]json.RawMessage)) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+			return
+		case "/server_info":
+			io.WriteString(w, `{}`)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		rec.add(b)
+		var m map[string]json.RawMessage
+		json.Unmarshal(b, &m)
+		h(w, m)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func routerFor(t *testing.T, cfg RouterConfig) string {
+	t.Helper()
+	if cfg.HealthInterval == 0 {
+		cfg.HealthInterval = -1
+	}
+	rt, err := NewRouter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(rt.Handler())
+	t.Cleanup(func() { s.Close(); rt.Close() })
+	return s.URL
+}
+
+// TestRouterPassthrough: PD concurrent dispatch sends the client's JSON to
+// both servers with only the router-owned fields changed, and merges the
+// prefill side's usage details.
+func TestRouterPassthrough(t *testing.T) {
+	var pr, dr recorder
+	p := fakeServer(t, &pr, func(w http.ResponseWriter, m map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}`)
+	})
+	d := fakeServer(t, &dr, func(w http.ResponseWriter, m map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4},"extra_field":[1.50]}`)
+	})
+	url := routerFor(t, RouterConfig{PD: true, Prefill: []PrefillWorker{{URL: p.URL, BootstrapPort: 8998}}, Decode: []string{d.URL}})
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"chat_template_kwargs":{"thinking":true},"x_unknown":{"a":[1,2.50,"é"]},"bootstrap_room":1,"temperature":0}`
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	var in map[string]json.RawMessage
+	json.Unmarshal([]byte(body), &in)
+	for name, got := range map[string]string{"prefill": pr.last(), "decode": dr.last()} {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(got), &m); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range in {
+			if k == "bootstrap_room" {
+				continue
+			}
+			if string(m[k]) != string(v) {
+				t.Errorf("%s: field %s = %s, want %s", name, k, m[k], v)
+			}
+		}
+		if string(m["bootstrap_room"]) == "1" || m["bootstrap_host"] == nil || string(m["bootstrap_port"]) != "8998" {
+			t.Errorf("%s: router-owned fields not set: %s", name, got)
+		}
+	}
+	if pr.last() != dr.last() {
+		t.Error("prefill and decode got different bodies")
+	}
+	var r struct {
+		Usage struct {
+			Details struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+		Extra json.RawMessage `json:"extra_field"`
+	}
+	json.Unmarshal(out, &r)
+	if r.Usage.Details.Cached != 2 || string(r.Extra) != "[1.50]" {
+		t.Errorf("merged answer: %s", out)
+	}
+}
+
+// TestRouterRetries: a 5xx before the first byte is retried on another
+// worker; a stream that breaks after its first bytes is not.
+func TestRouterRetries(t *testing.T) {
+	var ar, br, cr recorder
+	a := fakeServer(t, &ar, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "", "busy")
+	})
+	b := fakeServer(t, &br, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		io.WriteString(w, `{"ok":true}`)
+	})
+	url := routerFor(t, RouterConfig{Workers: []string{a.URL, b.URL}, Policy: "round_robin"})
+	for range 4 {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(out) != `{"ok":true}` {
+			t.Fatalf("%d %s", resp.StatusCode, out)
+		}
+	}
+	if ar.calls.Load() == 0 || br.calls.Load() != 4 {
+		t.Fatalf("calls a=%d b=%d", ar.calls.Load(), br.calls.Load())
+	}
+	// c starts a stream then dies: no retry (bytes were sent).
+	c := fakeServer(t, &cr, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"x\":1}\n\n")
+		w.(http.Flusher).Flush()
+		hj, _, _ := w.(http.Hijacker).Hijack()
+		hj.Close()
+	})
+	before := br.calls.Load()
+	url2 := routerFor(t, RouterConfig{Workers: []string{c.URL, b.URL}, Policy: "round_robin"})
+	resp, err := http.Post(url2+"/v1/chat/completions", "application/json", strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(out), "data: {\"x\":1}") || br.calls.Load() != before {
+		t.Fatalf("mid-stream failure: %q, b calls %d→%d", out, before, br.calls.Load())
+	}
+	// 4xx is the request's fault: not retried.
+	bad := fakeServer(t, &cr, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "bad")
+	})
+	url3 := routerFor(t, RouterConfig{Workers: []string{bad.URL, b.URL}, Policy: "round_robin"})
+	resp, _ = http.Post(url3+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("4xx: %d", resp.StatusCode)
+	}
+}
+
+// TestRouterStreamsThrough: SSE events reach the client while the upstream
+// is still generating.
+func TestRouterStreamsThrough(t *testing.T) {
+	release := make(chan struct{})
+	var rec recorder
+	up := fakeServer(t, &rec, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	url := routerFor(t, RouterConfig{Workers: []string{up.URL}})
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || sc.Text() != "data: first" {
+		t.Fatalf("first event: %q", sc.Text())
+	}
+	close(release)
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(rest), "[DONE]") {
+		t.Fatalf("rest %q", rest)
+	}
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatal("content type not passed through")
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	ws := []*Worker{{URL: "a"}, {URL: "b"}, {URL: "c"}}
+	rr, _ := NewPolicy("round_robin")
+	var seq []string
+	for range 6 {
+		seq = append(seq, rr.Pick(ws, "").URL)
+	}
+	if strings.Join(seq, "") != "abcabc" {
+		t.Fatalf("round robin %v", seq)
+	}
+	ws[0].inflight.Store(5)
+	ws[1].inflight.Store(5)
+	p2, _ := NewPolicy("power_of_two")
+	for range 50 {
+		if w := p2.Pick(ws[:2], ""); w.URL != "a" && w.URL != "b" {
+			t.Fatal(w.URL)
+		}
+	}
+	ws[0].inflight.Store(0)
+	ws[1].inflight.Store(0)
+	ca, _ := NewPolicy("cache_aware")
+	long := strings.Repeat("system prompt shared by many requests. ", 10)
+	first := ca.Pick(ws, long+"question one")
+	for range 5 {
+		if w := ca.Pick(ws, long+"question two"); w != first {
+			t.Fatalf("cache_aware moved a shared prefix from %s to %s", first.URL, w.URL)
+		}
+	}
+	first.inflight.Store(200) // imbalance beats the cache
+	if w := ca.Pick(ws, long+"question three"); w == first {
+		t.Fatal("cache_aware ignored a 200-request imbalance")
+	}
+	if _, err := NewPolicy("nope"); err == nil {
+		t.Fatal("unknown policy accepted")
+	}
+	var rnd, _ = NewPolicy("random")
+	seen := map[string]bool{}
+	for range 100 {
+		seen[rnd.Pick(ws, "").URL] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("random saw %v", seen)
+	}
+}
+
+func TestCircuitBreakerAndHealth(t *testing.T) {
+	var rec recorder
+	up := fakeServer(t, &rec, func(w http.ResponseWriter, _ map[string]json.RawMessage) {})
+	rt, err := NewRouter(RouterConfig{Workers: []string{up.URL}, HealthInterval: -1, BreakerFailures: 2, BreakerCooldown: 50 * time.Millisecond, HealthFailures: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	w := rt.Workers()[0]
+	rt.report(w, false)
+	if !w.available(time.Now()) {
+		t.Fatal("opened after one failure")
+	}
+	rt.report(w, false)
+	if w.available(time.Now()) {
+		t.Fatal("breaker did not open")
+	}
+	time.Sleep(60 * time.Millisecond)
+	if !w.available(time.Now()) {
+		t.Fatal("breaker did not half-open after the cooldown")
+	}
+	rt.report(w, false) // a failure while half-open re-opens at once
+	if w.available(time.Now()) {
+		t.Fatal("half-open failure did not re-open")
+	}
+	up.Close()
+	rt.CheckHealth(context.Background())
+	if w.Healthy() {
+		t.Fatal("dead worker still healthy")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
 )
@@ -71,11 +72,65 @@ func TestPDServersInProcess(t *testing.T) {
 				t.Fatalf("%d prompts restored from transfers, want 2", n)
 			}
 			waitFor(t, func() bool { return pd.p.Rooms().Live() == 0 && pd.d.eng.Stats().LiveSequences == 0 })
-			// A room the prefill side never sees times out on the decode
-			// side... (bounded by the bootstrap timeout) and an aborted one
-			// refuses a late prefill.
+			// n = 2 with a seed: both choices come from the one transfer.
+			before := pd.d.back.restored.Load()
+			body = withFields(q391, map[string]any{"bootstrap_host": "127.0.0.1", "bootstrap_port": pd.bootPort,
+				"bootstrap_room": 777, "n": 2, "temperature": 0.7, "seed": 5})
+			go func() { _, s := post(t, ctx, pd.dURL, body); dres <- s }()
+			if presp, pbody := post(t, ctx, pd.pURL, body); presp.StatusCode != 200 {
+				t.Fatalf("prefill n=2: %s", pbody)
+			}
+			got = parseChat(t, <-dres)
+			if len(got.Choices) != 2 || pd.d.back.restored.Load()-before != 2 {
+				t.Fatalf("n=2: %d choices, %d restored", len(got.Choices), pd.d.back.restored.Load()-before)
+			}
+			var coloN dsv4.ChatRequest
+			json.Unmarshal([]byte(body), &coloN)
+			wantN, err := pd.colo.Chat(ctx, &coloN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				if g, w := *got.Choices[i].Message.Content, *wantN.Choices[i].Message.Content; g != w {
+					t.Errorf("seeded choice %d: PD %q, co-located %q", i, g, w)
+				}
+			}
+			// Mismatched sampling parameters between the legs are refused.
+			bodyP := withFields(q391, map[string]any{"bootstrap_host": "127.0.0.1", "bootstrap_port": pd.bootPort, "bootstrap_room": 778})
+			bodyD := withFields(bodyP, map[string]any{"top_k": 5})
+			go func() { _, s := post(t, ctx, pd.dURL, bodyD); dres <- s }()
+			post(t, ctx, pd.pURL, bodyP)
+			if s := <-dres; !strings.Contains(s, "disagree") {
+				t.Fatalf("sampling mismatch accepted: %s", s)
+			}
+			waitFor(t, func() bool { return pd.p.Rooms().Live() == 0 && pd.d.eng.Stats().LiveSequences == 0 })
+			if n := pd.d.back.nPend.Load(); n != 0 {
+				t.Fatalf("%d pending handoffs leaked", n)
+			}
 			_ = fmt.Sprint
-			_ = strings.TrimSpace
 		})
+	}
+}
+
+// TestPDTimeouts: a room the prefill side never sees times out on the decode
+// side; a parked state nobody fetches is dropped when its lease ends.
+func TestPDTimeouts(t *testing.T) {
+	ctx := context.Background()
+	pd := startPD(t, &GRPCTransport{}, 300*time.Millisecond)
+	body := withFields(q391, map[string]any{"bootstrap_host": "127.0.0.1", "bootstrap_port": pd.bootPort, "bootstrap_room": 999})
+	resp, out := post(t, ctx, pd.dURL, body)
+	if resp.StatusCode != 504 || !strings.Contains(out, "transfer_timeout") {
+		t.Fatalf("decode waiting for a room nobody prefills: %d %s", resp.StatusCode, out)
+	}
+	// Sequential prefill whose descriptor is never used.
+	if resp, out := post(t, ctx, pd.pURL, q391); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	if pd.p.Rooms().Live() != 1 {
+		t.Fatalf("%d live rooms after a sequential prefill", pd.p.Rooms().Live())
+	}
+	waitFor(t, func() bool { return pd.p.Rooms().Live() == 0 })
+	if n := pd.d.live; n == nil {
+		t.Fatal("no gauge")
 	}
 }

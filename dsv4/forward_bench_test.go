@@ -28,7 +28,13 @@ func benchTinyNet(b *testing.B) (*network, []int32) {
 // (4 layers: sliding, CSA, HCA, CSA; hidden 32; hc 4).
 func BenchmarkTinyPrefill(b *testing.B) {
 	n, ids := benchTinyNet(b)
+	benchPrefill(b, n, ids)
+}
+
+// benchPrefill times prefills of ids into fresh sequences.
+func benchPrefill(b *testing.B, n *network, ids []int32) {
 	ctx := context.Background()
+	b.ResetTimer()
 	c0 := cpuTime()
 	for b.Loop() {
 		st := n.newState()
@@ -202,19 +208,9 @@ func BenchmarkFlashLayerDecodeHCA(b *testing.B) { benchFlashDecode(b, LayerHCA, 
 // BenchmarkFlashLayerPrefillCSA: a 64-token prefill through one V4-Flash-sized CSA layer.
 func BenchmarkFlashLayerPrefillCSA(b *testing.B) {
 	n := flashLayer(b, LayerCSA)
-	ctx := context.Background()
 	ids := make([]int32, 64)
 	for i := range ids {
 		ids[i] = int32(i*7919) % 1024
 	}
-	b.ResetTimer()
-	c0 := cpuTime()
-	for b.Loop() {
-		st := n.newState()
-		if _, err := n.forward(ctx, []segment{{&st, ids}}, false); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(ids)*b.N)/b.Elapsed().Seconds(), "tokens/s")
-	reportCPU(b, c0)
+	benchPrefill(b, n, ids)
 }

@@ -9,16 +9,6 @@ import (
 	"testing"
 )
 
-func greedyArgmax(x []float32) int32 {
-	b := 0
-	for i, v := range x {
-		if v > x[b] {
-			b = i
-		}
-	}
-	return int32(b)
-}
-
 func TestGreedyGolden(t *testing.T) {
 	for _, name := range goldenConfigs {
 		t.Run(name, func(t *testing.T) {
@@ -33,7 +23,7 @@ func TestGreedyGolden(t *testing.T) {
 			}
 			ids := slices.Clone(g.GreedyPrompt)
 			for len(ids) < len(g.Greedy) {
-				next := greedyArgmax(lg[0])
+				next := argmax(lg[0])
 				ids = append(ids, next)
 				if len(ids) == len(g.Greedy) {
 					break

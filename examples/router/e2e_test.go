@@ -24,9 +24,9 @@ import (
 // embedded trained dsv4-tiny model, and compare with a co-located engine.
 
 var (
-	binOnce         sync.Once
-	pdBin, routeBin string
-	binErr          error
+	binOnce                    sync.Once
+	pdBin, routeBin, serverBin string
+	binErr                     error
 )
 
 func buildBins(t *testing.T) {
@@ -37,13 +37,13 @@ func buildBins(t *testing.T) {
 			binErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./examples/pd", "./examples/router")
+		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./examples/pd", "./examples/router", "./examples/server")
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}
-		pdBin, routeBin = filepath.Join(dir, "pd"), filepath.Join(dir, "router")
+		pdBin, routeBin, serverBin = filepath.Join(dir, "pd"), filepath.Join(dir, "router"), filepath.Join(dir, "server")
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -124,6 +124,37 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// startColocated runs examples/server (the co-located reference server),
+// which logs "msg=serving addr=HOST:PORT" on stderr.
+func startColocated(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(serverBin, "--port", "0", "--served-model-name", "dsv4-tiny")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if _, a, ok := strings.Cut(sc.Text(), " addr="); ok && strings.Contains(sc.Text(), "msg=serving") {
+				addr <- strings.Fields(a)[0]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case <-time.After(60 * time.Second):
+		t.Fatal("examples/server did not start")
+	}
+	return ""
 }
 
 func startPrefill(t *testing.T, extra ...string) *proc {
@@ -412,6 +443,17 @@ func TestPDEndToEnd(t *testing.T) {
 	ref := colocated(t, cs)
 	for name, r := range ref {
 		checkCase(t, name, r)
+	}
+	// The co-located reference server (examples/server) answers the same.
+	srv := startColocated(t)
+	for name, body := range cs {
+		code, out, err := postJSON(context.Background(), srv, body)
+		if err != nil || code != 200 {
+			t.Fatalf("co-located server: %d %v %s", code, err, out)
+		}
+		if got := parseResponse(t, out); fmt.Sprint(got) != fmt.Sprint(ref[name]) {
+			t.Fatalf("%s: examples/server %+v, engine %+v", name, got, ref[name])
+		}
 	}
 	p1, p2 := startPrefill(t), startPrefill(t)
 	d1, d2 := startDecode(t), startDecode(t)

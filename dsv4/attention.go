@@ -163,8 +163,13 @@ func (a *attention) forward(n *network, li int, b *batch, h, y []float32) {
 		}
 	}
 
-	o := make([]float32, R*H*hd)
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	// Phase 1, per segment in order: compressor updates and the key buffer
+	// (window-1 cached keys followed by the segment's new ones).
+	type segKeys struct {
+		keys []float32
+		base int // position of keys[0]
+	}
+	sk := make([]segKeys, len(b.segs))
 	for si, seg := range b.segs {
 		ls := &seg.st.Layers[li]
 		r0, T := b.first[si], len(seg.ids)
@@ -180,59 +185,78 @@ func (a *attention) forward(n *network, li int, b *batch, h, y []float32) {
 		keys := make([]float32, 0, (nOld+T)*hd)
 		keys = append(keys, ls.Window...)
 		keys = append(keys, kv[r0*hd:(r0+T)*hd]...)
-		p0 := seg.st.Position
-		base := p0 - nOld // position of keys[0]
-		parallel(T, func(t int) {
-			r := r0 + t
-			p := p0 + t
-			lo := max(p-a.window+1, base)
-			win := keys[(lo-base)*hd : (p-base+1)*hd]
-			// compressed entries visible to this query: all valid ones (HCA) or the
-			// indexer's top-k of them (CSA), as row indices into ents
-			var ents []float32
-			var sel []int32
-			nc := 0
-			if a.comp != nil {
-				valid := (p + 1) / a.comp.m
-				ents = ls.Compressor.Entries
-				if a.idx == nil {
-					nc = valid
-				} else if valid > 0 {
-					x := a.idx
-					sel = make([]int32, min(valid, x.topk))
-					sc := make([]float32, valid)
-					nc = x.selectTopK(sel, sc, qI[r*x.nh*x.hd:(r+1)*x.nh*x.hd], wI[r*x.nh:(r+1)*x.nh], ls.Indexer.Entries, valid)
-				}
+		sk[si] = segKeys{keys, seg.st.Position - nOld}
+	}
+
+	// Phase 2, all rows in parallel: the compressed entries each query sees, all valid
+	// ones (HCA) or the lightning indexer's top-k of them (CSA).
+	nc := make([]int, R)
+	sel := make([][]int32, R)
+	if a.comp != nil {
+		split := max(1, kernels.Workers/R) // few queries: split each one's scoring
+		parallel(R, func(r int) {
+			valid := (b.pos[r] + 1) / a.comp.m
+			if a.idx == nil || valid == 0 {
+				nc[r] = valid
+				return
 			}
-			entry := func(j int) []float32 {
-				if sel != nil {
-					j = int(sel[j])
-				}
-				return ents[j*hd : (j+1)*hd]
-			}
-			nw := len(win) / hd
-			sc := make([]float32, nw+nc+1)
-			for hh := 0; hh < H; hh++ {
-				qh := q[(r*H+hh)*hd : (r*H+hh+1)*hd]
-				for j := 0; j < nw; j++ {
-					sc[j] = kernels.Dot(qh, win[j*hd:(j+1)*hd]) * scale
-				}
-				for j := 0; j < nc; j++ {
-					sc[nw+j] = kernels.Dot(qh, entry(j)) * scale
-				}
-				sc[nw+nc] = a.sinks[hh]
-				kernels.Softmax(sc, 1, len(sc))
-				oh := o[(r*H+hh)*hd : (r*H+hh+1)*hd]
-				for j := 0; j < nw; j++ {
-					axpy(oh, sc[j], win[j*hd:(j+1)*hd])
-				}
-				for j := 0; j < nc; j++ {
-					axpy(oh, sc[nw+j], entry(j))
-				}
-			}
+			x := a.idx
+			ls := &b.segs[b.seg[r]].st.Layers[li]
+			sel[r] = make([]int32, min(valid, x.topk))
+			nc[r] = x.selectTopK(sel[r], make([]float32, valid), qI[r*x.nh*x.hd:(r+1)*x.nh*x.hd], wI[r*x.nh:(r+1)*x.nh], ls.Indexer.Entries, valid, split)
 		})
-		// keep the last window-1 keys
-		keep := min(nOld+T, a.window-1)
+	}
+
+	// Phase 3, all (row, head group) pairs in parallel: attention over the window keys,
+	// the selected compressed entries and the sink.
+	o := make([]float32, R*H*hd)
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	groups := min(H, max(1, (kernels.Workers+R-1)/R)) // split heads when rows are few
+	per := (H + groups - 1) / groups
+	parallel(R*groups, func(job int) {
+		r, g := job/groups, job%groups
+		si := b.seg[r]
+		ls := &b.segs[si].st.Layers[li]
+		p, keys, base := b.pos[r], sk[si].keys, sk[si].base
+		lo := max(p-a.window+1, base)
+		win := keys[(lo-base)*hd : (p-base+1)*hd]
+		var ents []float32
+		if a.comp != nil {
+			ents = ls.Compressor.Entries
+		}
+		entry := func(j int) []float32 {
+			if sel[r] != nil {
+				j = int(sel[r][j])
+			}
+			return ents[j*hd : (j+1)*hd]
+		}
+		nw, ncr := len(win)/hd, nc[r]
+		sc := make([]float32, nw+ncr+1)
+		for hh := g * per; hh < min(H, (g+1)*per); hh++ {
+			qh := q[(r*H+hh)*hd : (r*H+hh+1)*hd]
+			for j := 0; j < nw; j++ {
+				sc[j] = kernels.Dot(qh, win[j*hd:(j+1)*hd]) * scale
+			}
+			for j := 0; j < ncr; j++ {
+				sc[nw+j] = kernels.Dot(qh, entry(j)) * scale
+			}
+			sc[nw+ncr] = a.sinks[hh]
+			kernels.Softmax(sc, 1, len(sc))
+			oh := o[(r*H+hh)*hd : (r*H+hh+1)*hd]
+			for j := 0; j < nw; j++ {
+				axpy(oh, sc[j], win[j*hd:(j+1)*hd])
+			}
+			for j := 0; j < ncr; j++ {
+				axpy(oh, sc[nw+j], entry(j))
+			}
+		}
+	})
+
+	// Phase 4: each segment keeps its last window-1 keys.
+	for si, seg := range b.segs {
+		ls := &seg.st.Layers[li]
+		keys := sk[si].keys
+		keep := min(len(keys)/hd, a.window-1)
 		if cap(ls.Window) < keep*hd {
 			nw := make([]float32, keep*hd, (a.window-1)*hd)
 			copy(nw, keys[len(keys)-keep*hd:])

@@ -160,22 +160,32 @@ func (x *indexer) bind(cfg *Config, src tensorSource, p string) error {
 }
 
 // selectTopK writes into idx the chosen entries for one query: q is [nh][hd] (roped),
-// w [nh] (already scaled by 1/sqrt(nh)), keys [valid][hd]. It returns the count.
-func (x *indexer) selectTopK(idx []int32, scores []float32, q, w, keys []float32, valid int) int {
+// w [nh] (already scaled by 1/sqrt(nh)), keys [valid][hd]. It returns the count. With
+// split > 1 the scoring of many entries is spread over that many goroutines (a decode
+// step at long context has one query and thousands of entries).
+func (x *indexer) selectTopK(idx []int32, scores []float32, q, w, keys []float32, valid, split int) int {
 	if valid <= 0 {
 		return 0
 	}
 	scale := float32(1 / math.Sqrt(float64(x.hd)))
-	for s := 0; s < valid; s++ {
-		k := keys[s*x.hd : (s+1)*x.hd]
-		var acc float32
-		for h := 0; h < x.nh; h++ {
-			dot := kernels.Dot(q[h*x.hd:(h+1)*x.hd], k)
-			if dot > 0 {
-				acc += w[h] * (dot * scale)
+	score := func(lo, hi int) {
+		for s := lo; s < hi; s++ {
+			k := keys[s*x.hd : (s+1)*x.hd]
+			var acc float32
+			for h := 0; h < x.nh; h++ {
+				dot := kernels.Dot(q[h*x.hd:(h+1)*x.hd], k)
+				if dot > 0 {
+					acc += w[h] * (dot * scale)
+				}
 			}
+			scores[s] = acc
 		}
-		scores[s] = acc
+	}
+	if split > 1 && valid >= 512 {
+		chunk := (valid + split - 1) / split
+		parallel(split, func(i int) { score(min(i*chunk, valid), min((i+1)*chunk, valid)) })
+	} else {
+		score(0, valid)
 	}
 	if valid <= x.topk {
 		for s := 0; s < valid; s++ {

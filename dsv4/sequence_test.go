@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -183,12 +184,12 @@ func TestIndexerTies(t *testing.T) {
 	idx := make([]int32, 2)
 	sc := make([]float32, 4)
 	keys := []float32{-1, 0, 1, 0, -2, 0, 1, 0} // scores: 0, 1/√2, 0, 1/√2
-	k := x.selectTopK(idx, sc, []float32{1, 0}, []float32{1}, keys, 4)
+	k := x.selectTopK(idx, sc, []float32{1, 0}, []float32{1}, keys, 4, 1)
 	if k != 2 || idx[0] != 1 || idx[1] != 3 {
 		t.Fatalf("tie order: %v", idx[:k])
 	}
 	keys = []float32{-1, 0, -1, 0, -2, 0, 1, 0} // scores: 0, 0, 0, 1/√2
-	k = x.selectTopK(idx, sc, []float32{1, 0}, []float32{1}, keys, 4)
+	k = x.selectTopK(idx, sc, []float32{1, 0}, []float32{1}, keys, 4, 1)
 	if k != 2 || idx[0] != 3 || idx[1] != 0 {
 		t.Fatalf("tie order: %v", idx[:k])
 	}
@@ -209,5 +210,27 @@ func TestStateBytesFlash(t *testing.T) {
 		}
 		prev = b
 		t.Logf("V4-Flash state after %7d tokens: %12d bytes (%.2f MiB)", n, b, float64(b)/(1<<20))
+	}
+}
+
+// TestIndexerSplitScoring: spreading one query's scoring over goroutines (long
+// contexts) selects exactly what the serial scoring selects.
+func TestIndexerSplitScoring(t *testing.T) {
+	x := &indexer{nh: 4, hd: 8, topk: 37}
+	r := rand.New(rand.NewPCG(9, 10))
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	const valid = 1500
+	q, w, keys := rnd(4*8), rnd(4), rnd(valid*8)
+	a, b := make([]int32, 37), make([]int32, 37)
+	na := x.selectTopK(a, make([]float32, valid), q, w, keys, valid, 1)
+	nb := x.selectTopK(b, make([]float32, valid), q, w, keys, valid, 3)
+	if na != 37 || nb != 37 || !slices.Equal(a, b) {
+		t.Fatalf("serial %v (%d) != split %v (%d)", a, na, b, nb)
 	}
 }

@@ -139,6 +139,10 @@ type GRPCTransport struct {
 	ChunkBytes int
 	// Limits bound what the decode side accepts.
 	Limits Limits
+	// FrameDelay, if set, makes the prefill side sleep before each frame: a
+	// slow link for fault tests (kill a server mid-transfer). Zero in
+	// production.
+	FrameDelay time.Duration
 	// OnSent, if set, is called by the prefill side after each transfer
 	// with the payload bytes, the time it took and its error.
 	OnSent func(bytes int64, d time.Duration, err error)
@@ -274,6 +278,13 @@ func (s *grpcServer) fetch(st grpc.ServerStream) error {
 	}
 	t0 := time.Now()
 	err = NewEncoder(s.src.Identity(), s.t.ChunkBytes).EncodeParts(h, func(parts [][]byte) error {
+		if s.t.FrameDelay > 0 {
+			select {
+			case <-time.After(s.t.FrameDelay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		return st.SendMsg(&rawMsg{parts: slices.Clone(parts)})
 	})
 	if err == nil && ctx.Err() != nil {

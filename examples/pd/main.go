@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string) error {
 	name := fs.String("served-model-name", "", "model name in the API (default: dsv4-tiny or the directory name)")
 	lease := fs.Duration("kv-lease", 30*time.Second, "prefill: how long a prefilled state waits for its decode server")
 	fetchTimeout := fs.Duration("kv-fetch-timeout", 60*time.Second, "decode: how long to wait for a room's state")
+	chunk := fs.Int("kv-chunk-bytes", 0, "prefill: KV frame payload in bytes (0: 1 MiB)")
+	frameDelay := fs.Duration("kv-debug-frame-delay", 0, "prefill: sleep before each KV frame (fault tests only)")
 	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,6 +93,7 @@ func run(ctx context.Context, args []string) error {
 	switch *mode {
 	case "prefill":
 		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, BootstrapHost: *host,
+			Transport:     &disagg.GRPCTransport{ChunkBytes: *chunk, FrameDelay: *frameDelay},
 			MaxConcurrent: *maxPrefills, Lease: *lease, Logger: log})
 		if err != nil {
 			return err

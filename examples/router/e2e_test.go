@@ -578,6 +578,41 @@ func TestPDEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("prefill_killed_mid_transfer", func(t *testing.T) {
+		// p3 sends its KV frames slowly; the router tries it first.
+		p3 := startPrefill(t, "--kv-chunk-bytes", "16384", "--kv-debug-frame-delay", "40ms")
+		r3 := start(t, routeBin, "--port", "0", "--prefill", p3.url, p3.bootPort, "--prefill", p1.url, p1.bootPort,
+			"--decode", d1.url, "--prefill-policy", "round_robin", "--health-check-interval", "1h")
+		type res struct {
+			code int
+			out  string
+			err  error
+		}
+		done := make(chan res, 1)
+		go func() {
+			c, o, e := postJSON(ctx, r3.url, cs["arith"])
+			done <- res{c, o, e}
+		}()
+		waitUntil(t, "a transfer in flight on p3", func() bool {
+			return labeled(t, p3.url, `dsv4_disagg_prefill_rooms{state="transferring"}`) == 1
+		})
+		p3.kill()
+		r := <-done
+		if r.err != nil || r.code != 200 {
+			t.Fatalf("request after prefill died mid-transfer: %d %v %s", r.code, r.err, r.out)
+		}
+		checkCase(t, "arith", parseResponse(t, r.out))
+		if metric(t, r3.url, "dsv4_router_retries_total") != 1 {
+			t.Error("expected exactly one retry")
+		}
+		waitUntil(t, "decode rooms released", func() bool {
+			return metric(t, d1.url, "dsv4_disagg_decode_rooms") == 0 && metric(t, d1.url, "dsv4_engine_live_sequences") == 0
+		})
+		if metric(t, d1.url, "dsv4_disagg_decode_failures_total") == 0 {
+			t.Error("decode counted no failed fetch")
+		}
+	})
+
 	t.Run("decode_killed", func(t *testing.T) {
 		d2.kill()
 		for range 4 {
@@ -601,6 +636,25 @@ func TestPDEndToEnd(t *testing.T) {
 			t.Error("no retries counted")
 		}
 	})
+}
+
+// labeled reads one labeled sample (exact series name) from /metrics.
+func labeled(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
 }
 
 func atoi(s string) int {

@@ -227,8 +227,9 @@ func (n *network) logits(streams []float32, rows []int) [][]float32 {
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
 
 // prefillChunk is the most tokens one internal forward step takes; a longer Prefill
-// runs several steps (bounding activation memory) and checks ctx between them.
-const prefillChunk = 512
+// runs several steps (bounding activation memory) and checks ctx between them. A
+// variable so that tests can shrink it.
+var prefillChunk = 512
 
 // NewSequence returns an empty Sequence (no tokens) for this model.
 func (m *Model) NewSequence() *Sequence {

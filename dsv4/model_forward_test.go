@@ -160,3 +160,42 @@ func toF64(x []float32) []float64 {
 	}
 	return y
 }
+
+// TestPrefillInternalSteps: a Prefill longer than the internal step runs as several
+// steps with the same result (bit-identical, by batch invariance); a cancelled context
+// stops it between steps and leaves the sequence at a step boundary, still usable.
+func TestPrefillInternalSteps(t *testing.T) {
+	ctx := context.Background()
+	m, g := loadGoldenModel(t, "mixed-hc4-yarn")
+	want, err := m.PrefillAll(ctx, m.NewSequence(), g.Tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { prefillChunk = n }(prefillChunk)
+	prefillChunk = 7
+	seq := m.NewSequence()
+	got, err := m.PrefillAll(ctx, seq, g.Tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("row %d: stepped prefill differs", i)
+			}
+		}
+	}
+	last, err := m.Prefill(ctx, m.NewSequence(), g.Tokens)
+	if err != nil || len(last) != len(want[len(want)-1]) || last[3] != want[len(want)-1][3] {
+		t.Fatalf("Prefill last row: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	seq = m.NewSequence()
+	if _, err := m.Prefill(cctx, seq, g.Tokens); !errors.Is(err, context.Canceled) || seq.Len()%7 != 0 {
+		t.Fatalf("cancelled prefill: %v, len %d", err, seq.Len())
+	}
+	if _, err := m.Prefill(ctx, seq, g.Tokens[seq.Len():]); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -179,23 +179,8 @@ func (d *DecodeServer) dropConn(addr string, c Conn) {
 }
 
 func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	req, bs, pd, ok := readChat(w, r)
 	if !ok {
-		return
-	}
-	var raw map[string]json.RawMessage
-	var req dsv4.ChatRequest
-	if err := json.Unmarshal(body, &raw); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "malformed JSON: "+err.Error())
-		return
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid request: "+err.Error())
-		return
-	}
-	bs, pd, err := bootstrapOf(raw)
-	if err != nil {
-		writeErr(w, err)
 		return
 	}
 	ctx := r.Context()

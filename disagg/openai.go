@@ -85,6 +85,30 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
+// readChat reads a chat-completions body: the request and its bootstrap
+// fields (ok false: the error was written).
+func readChat(w http.ResponseWriter, r *http.Request) (req dsv4.ChatRequest, bs Bootstrap, hasBootstrap, ok bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return req, bs, false, false
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "malformed JSON: "+err.Error())
+		return req, bs, false, false
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid request: "+err.Error())
+		return req, bs, false, false
+	}
+	bs, hasBootstrap, err := bootstrapOf(raw)
+	if err != nil {
+		writeErr(w, err)
+		return req, bs, false, false
+	}
+	return req, bs, hasBootstrap, true
+}
+
 func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])

@@ -197,23 +197,8 @@ func samplingJSON(req *dsv4.ChatRequest) (json.RawMessage, error) {
 }
 
 func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	req, bs, concurrent, ok := readChat(w, r)
 	if !ok {
-		return
-	}
-	var raw map[string]json.RawMessage
-	var req dsv4.ChatRequest
-	if err := json.Unmarshal(body, &raw); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "malformed JSON: "+err.Error())
-		return
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid request: "+err.Error())
-		return
-	}
-	bs, concurrent, err := bootstrapOf(raw)
-	if err != nil {
-		writeErr(w, err)
 		return
 	}
 	if !concurrent {

@@ -212,7 +212,7 @@ func metric(t *testing.T, base, name string) float64 {
 
 func waitUntil(t *testing.T, what string, f func() bool) {
 	t.Helper()
-	for i := 0; i < 300; i++ {
+	for i := 0; i < 600; i++ {
 		if f() {
 			return
 		}

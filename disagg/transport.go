@@ -430,6 +430,10 @@ func (c *grpcConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			// grpc's own deadline timer may fire before ctx's.
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				return nil, context.DeadlineExceeded
+			}
 			if errors.Is(err, io.EOF) {
 				h, herr := d.Handoff()
 				if herr == nil && h.Room != id {

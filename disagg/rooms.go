@@ -60,8 +60,9 @@ type Rooms struct {
 	// BootstrapTimeout is how long a room that the decode side asked for
 	// waits for the prefill request to arrive; default 30 s.
 	BootstrapTimeout time.Duration
-	// OnChange, if set, is called (without locks held) after every state
-	// change, for metrics.
+	// OnChange, if set, is called after every state change, with the table
+	// locked (so in order); it must not call back into the Rooms. For
+	// metrics.
 	OnChange func(from, to RoomState)
 
 	mu      sync.Mutex
@@ -134,12 +135,10 @@ func (rs *Rooms) setLocked(r *room, s RoomState, err error) func() {
 		r.h = nil
 		rs.tombLocked(r.id, err)
 	}
-	cb := rs.OnChange
-	return func() {
-		if cb != nil {
-			cb(from, s)
-		}
+	if rs.OnChange != nil {
+		rs.OnChange(from, s) // under the lock: gauges see transitions in order
 	}
+	return func() {}
 }
 
 func (rs *Rooms) tombLocked(id uint64, err error) {
@@ -171,6 +170,7 @@ func (rs *Rooms) getLocked(id uint64, s RoomState) (*room, error) {
 	return r, nil
 }
 
+// notifyCreate reports a new room (locked).
 func (rs *Rooms) notifyCreate(s RoomState) {
 	if rs.OnChange != nil {
 		rs.OnChange(RoomFailed, s) // from "nothing"; Failed stands for it
@@ -193,16 +193,12 @@ func (rs *Rooms) Open(id uint64) error {
 		return fmt.Errorf("%w: %d", ErrRoomInUse, id)
 	}
 	r.opened = true
-	created := r.state == RoomPrefilling
-	notify := func() {}
-	if !created {
-		notify = rs.setLocked(r, RoomPrefilling, nil)
+	if r.state == RoomPrefilling {
+		rs.notifyCreate(RoomPrefilling)
+	} else {
+		rs.setLocked(r, RoomPrefilling, nil)
 	}
 	rs.mu.Unlock()
-	if created {
-		rs.notifyCreate(RoomPrefilling)
-	}
-	notify()
 	return nil
 }
 
@@ -271,7 +267,7 @@ func (rs *Rooms) Take(ctx context.Context, id uint64) (*Handoff, func(error), er
 		r.timer = time.AfterFunc(rs.bootTimeout(), func() {
 			rs.expire(r, RoomBootstrapping, fmt.Errorf("%w: no prefill request for room %d within %v", ErrTimeout, id, rs.bootTimeout()))
 		})
-		defer rs.notifyCreate(RoomBootstrapping)
+		rs.notifyCreate(RoomBootstrapping)
 	}
 	for {
 		switch r.state {

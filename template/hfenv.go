@@ -337,8 +337,12 @@ func pyReplace(self string, _ *exec.Value, va *exec.VarArgs) (any, error) {
 		return nil, err
 	}
 	old, nw := va.Args[0].String(), va.Args[1].String()
-	if old == "" && count < 0 && len(self) > 0 && (len(self)+1)*len(nw) > DefaultMaxOutputBytes {
-		return nil, fmt.Errorf("%w: replace result too large", ErrLimit)
+	k := strings.Count(self, old)
+	if count >= 0 {
+		k = min(k, count)
+	}
+	if n := len(self) + k*max(len(nw)-len(old), 0); len(nw) > len(old) && (k > methodValueCap || n > methodValueCap) {
+		return nil, limitValue("str.replace", n, methodValueCap)
 	}
 	return strings.Replace(self, old, nw, count), nil
 }
@@ -411,6 +415,9 @@ func hfMethods() exec.Methods {
 	str["startswith"] = affixMethod(strings.HasPrefix, "startswith")
 	str["endswith"] = affixMethod(strings.HasSuffix, "endswith")
 	str["replace"] = pyReplace
+	for n, m := range str {
+		str[n] = boundStrMethod(m, n)
+	}
 
 	dict := map[string]exec.Method[map[string]any]{
 		"keys": func(self map[string]any, v *exec.Value, va *exec.VarArgs) (any, error) {
@@ -580,9 +587,10 @@ func opErr(ev *exec.Evaluator, err error) *exec.Value {
 	return exec.AsValue(err)
 }
 
-func maxOutOf(ev *exec.Evaluator) int {
+// maxValueOf is the render's bound on one value.
+func maxValueOf(ev *exec.Evaluator) int {
 	if b, ok := budgetOf(ev); ok {
-		return b.maxOut
+		return b.maxValue
 	}
 	return DefaultMaxOutputBytes
 }
@@ -636,16 +644,20 @@ func repeat(ev *exec.Evaluator, v *exec.Value, n int) *exec.Value {
 		}
 		return exec.AsValue([]any{})
 	}
+	maxV := maxValueOf(ev)
 	if v.IsString() {
 		s := v.String()
-		if len(s) > 0 && n > maxOutOf(ev)/len(s) {
-			return opErr(ev, fmt.Errorf("%w: string repetition longer than %d bytes", ErrLimit, maxOutOf(ev)))
+		if len(s) > 0 && n > maxV/len(s) {
+			return opErr(ev, fmt.Errorf("%w: string repetition longer than %d bytes", ErrLimit, maxV))
 		}
 		return exec.AsValue(strings.Repeat(s, n))
 	}
 	l := v.Len()
 	if l > 0 && n > maxRepeatItems/l {
 		return opErr(ev, fmt.Errorf("%w: list repetition longer than %d items", ErrLimit, maxRepeatItems))
+	}
+	if size := valueSize(v, maxV); size > 0 && n > maxV/size {
+		return opErr(ev, fmt.Errorf("%w: list repetition larger than %d bytes", ErrLimit, maxV))
 	}
 	out := make([]any, 0, l*n)
 	for range n {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/nikolalohinski/gonja/v2"
 	"github.com/nikolalohinski/gonja/v2/builtins"
@@ -42,6 +43,16 @@ const (
 type JinjaOptions struct {
 	// MaxOutputBytes bounds the rendered text (0: DefaultMaxOutputBytes).
 	MaxOutputBytes int
+	// MaxValueBytes bounds every value the template builds while
+	// rendering (strings by their bytes, lists and dicts by their
+	// elements' sizes plus 16 bytes per element): the results of ~, +, *,
+	// %, filters, and method, function and macro calls (0: the effective
+	// MaxOutputBytes). Over it, Render fails with ErrLimit.
+	MaxValueBytes int
+	// MaxAllocBytes bounds the sum of the sizes of all values one render
+	// builds, which bounds what it can keep alive in variables, namespaces
+	// and macro frames (0: DefaultAllocFactor x the value bound).
+	MaxAllocBytes int64
 	// MaxSteps bounds loop iterations and macro calls (0: DefaultMaxSteps).
 	MaxSteps int
 	// MaxDuration bounds render time (0: DefaultMaxDuration); the
@@ -84,6 +95,9 @@ type budget struct {
 	steps    int
 	maxSteps int
 	maxOut   int
+	maxValue int   // bound on one built value, bytes
+	maxAlloc int64 // bound on all built values together, bytes
+	alloc    int64 // built so far
 	err      error
 }
 
@@ -166,6 +180,7 @@ var outputType = reflect.TypeFor[*nodes.Output]()
 //     panics on 'x%s' % y and truncates -7 // 2 toward zero).
 func instrument(root *nodes.Template) {
 	seen := map[uintptr]bool{}
+	wrappedCalls := map[*nodes.Call]bool{}
 	wrapperType := reflect.TypeFor[*nodes.Wrapper]()
 	exprType := reflect.TypeFor[nodes.Expression]()
 	rewrite := func(v reflect.Value) {
@@ -186,6 +201,15 @@ func instrument(root *nodes.Template) {
 		if call, ok := v.Interface().(*nodes.Call); ok {
 			if d := orderedDictCall(call); d != nil && v.CanSet() && v.Type() == exprType {
 				v.Set(reflect.ValueOf(nodes.Expression(d)))
+				return
+			}
+			// Every other call's result is charged to the value budget.
+			if !wrappedCalls[call] && call.Location != nil && v.CanSet() && v.Type() == exprType {
+				wrappedCalls[call] = true
+				v.Set(reflect.ValueOf(nodes.Expression(&nodes.FilteredExpression{
+					Expression: call,
+					Filters:    []*nodes.FilterCall{{Token: call.Location, Name: callFilter, Kwargs: map[string]nodes.Expression{}}},
+				})))
 			}
 			return
 		}
@@ -207,6 +231,8 @@ func instrument(root *nodes.Template) {
 			name = floorDivFilter
 		case tokens.Tilde:
 			name = concatFilter
+		case tokens.Addition:
+			name = addFilter
 		default:
 			return
 		}
@@ -260,7 +286,14 @@ func instrument(root *nodes.Template) {
 				return
 			}
 			for i := range v.NumField() {
-				walk(v.Field(i), depth+1)
+				f := v.Field(i)
+				if !f.CanSet() && f.CanAddr() {
+					// gonja keeps some control structures' expressions
+					// and bodies (set, with, filter, ...) in unexported
+					// fields; they are rewritten like the others.
+					f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+				}
+				walk(f, depth+1)
 			}
 		case reflect.Slice, reflect.Array:
 			for i := range v.Len() {
@@ -316,6 +349,19 @@ var (
 	hfEnv   *exec.Environment
 )
 
+// builtinFilterNames are gonja's filters (and jinja2's that it may add),
+// each wrapped by boundFilter.
+var builtinFilterNames = []string{
+	"abs", "attr", "batch", "capitalize", "center", "default", "d", "dictsort",
+	"e", "escape", "filesizeformat", "first", "float", "forceescape", "format",
+	"groupby", "indent", "int", "join", "items", "last", "length", "count",
+	"list", "lower", "map", "max", "min", "pprint", "random", "rejectattr",
+	"reject", "replace", "reverse", "round", "safe", "selectattr", "select",
+	"slice", "sort", "string", "striptags", "sum", "title", "tojson", "trim",
+	"truncate", "unique", "upper", "urlencode", "urlize", "wordcount",
+	"wordwrap", "xmlattr",
+}
+
 // hfEnvironment builds (once) the gonja environment that mirrors HF's.
 // gonja's package-level defaults are never modified.
 func hfEnvironment() *exec.Environment {
@@ -342,6 +388,13 @@ func hfEnvironment() *exec.Environment {
 		_ = filters.Replace("string", filterString)
 		_ = filters.Replace("items", filterItems)
 		_ = filters.Replace("dictsort", filterDictSort)
+		_ = filters.Register(addFilter, filterAdd)
+		_ = filters.Register(callFilter, filterCall)
+		for _, n := range append(builtinFilterNames, mulFilter, powFilter, modFilter, divFilter, floorDivFilter, printFilter, concatFilter, addFilter) {
+			if f, ok := filters.Get(n); ok {
+				_ = filters.Replace(n, boundFilter(f, n))
+			}
+		}
 		tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
 		_ = tests.Replace("defined", testDefined)
 		_ = tests.Replace("undefined", testUndefined)
@@ -456,7 +509,15 @@ func (j *Jinja) Render(ctx context.Context, vars map[string]any) (out string, er
 		}
 		data[k] = gv
 	}
-	b := &budget{ctx: ctx, maxSteps: maxSteps, maxOut: maxOut}
+	maxValue := j.opts.MaxValueBytes
+	if maxValue <= 0 {
+		maxValue = maxOut
+	}
+	maxAlloc := j.opts.MaxAllocBytes
+	if maxAlloc <= 0 {
+		maxAlloc = DefaultAllocFactor * int64(maxValue)
+	}
+	b := &budget{ctx: ctx, maxSteps: maxSteps, maxOut: maxOut, maxValue: maxValue, maxAlloc: maxAlloc}
 	data[budgetKey] = b
 	now := j.opts.Now
 	if now == nil {

@@ -45,12 +45,18 @@ func filterPrint(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value
 // concatFilter is Python/Jinja's a ~ b: str(a) + str(b), undefined as "".
 const concatFilter = "\x00concat"
 
-func filterConcat(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+func filterConcat(ev *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
 	a, b, err := operands(in)
 	if err != nil {
 		return exec.AsValue(err)
 	}
-	return exec.AsValue(jinjaStr(a) + jinjaStr(b))
+	as, bs := jinjaStr(a), jinjaStr(b)
+	if bg, ok := budgetOf(ev); ok {
+		if err := bg.fits("operator ~", len(as)+len(bs)); err != nil {
+			return exec.AsValue(err)
+		}
+	}
+	return exec.AsValue(as + bs)
 }
 
 // jinjaStr is what Jinja prints for a value: "" for undefined, Python's

@@ -1,0 +1,387 @@
+package template
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+)
+
+// Value-size accounting of a Jinja render. Every operation that can build a
+// value larger than its inputs (the operators ~ + * %, filters, method and
+// function calls) is checked: no single value may be larger than
+// JinjaOptions.MaxValueBytes, and the values built during one render may
+// not add up to more than JinjaOptions.MaxAllocBytes (which bounds what a
+// template can keep alive in variables, namespaces, lists and macro frames).
+// Operations whose result size is known beforehand (repetition, joins,
+// replace, indent, expandtabs, split, list(str)) are refused before they
+// allocate.
+
+// DefaultAllocFactor is MaxAllocBytes' default as a multiple of the value
+// bound.
+const DefaultAllocFactor = 16
+
+// elemOverhead is what one list element or dict pair is counted for on
+// top of its own size (a Go interface or *exec.Value plus slice slot).
+const elemOverhead = 16
+
+// methodValueCap bounds the results of str methods that are refused
+// before they allocate (methods cannot see the render's own bound; the
+// call's result is then checked against it).
+const methodValueCap = DefaultMaxOutputBytes
+
+// limitValue reports a value over the per-value bound.
+func limitValue(what string, n, max int) error {
+	return fmt.Errorf("%w: %s would build a value of %d bytes (at most %d)", ErrLimit, what, n, max)
+}
+
+// fits checks, before allocating, that a value of n bytes is allowed.
+func (b *budget) fits(what string, n int) error {
+	if b.err != nil {
+		return b.err
+	}
+	if n > b.maxValue || n < 0 {
+		b.err = limitValue(what, n, b.maxValue)
+		return b.err
+	}
+	if b.ctx.Err() != nil {
+		b.err = fmt.Errorf("%w: render stopped: %v", ErrLimit, context.Cause(b.ctx))
+		return b.err
+	}
+	return nil
+}
+
+// charge counts a built value of n bytes against both bounds.
+func (b *budget) charge(what string, n int) error {
+	if err := b.fits(what, n); err != nil {
+		return err
+	}
+	b.alloc += int64(n)
+	if b.alloc > b.maxAlloc {
+		b.err = fmt.Errorf("%w: values built by the template add up to more than %d bytes", ErrLimit, b.maxAlloc)
+	}
+	return b.err
+}
+
+// valueSize is the approximate memory of a template value: string bytes
+// plus elemOverhead per list element and dict pair, counted once per
+// reference (a shared string counts each time it is referenced, as it
+// would print). Counting stops past limit.
+func valueSize(v any, limit int) int {
+	n := 0
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		if n > limit || depth > maxJSONDepth+8 {
+			return
+		}
+		if xv, ok := v.(*exec.Value); ok {
+			if xv == nil {
+				return
+			}
+			v = xv.Interface()
+		}
+		switch t := v.(type) {
+		case nil, bool, int, int64, float64, *pyNoneT:
+			return
+		case string:
+			n += len(t)
+			return
+		case *exec.Dict:
+			for _, p := range t.Pairs {
+				n += 2 * elemOverhead
+				walk(p.Key, depth+1)
+				walk(p.Value, depth+1)
+				if n > limit {
+					return
+				}
+			}
+			return
+		}
+		rv := reflect.ValueOf(v)
+		switch rv.Kind() {
+		case reflect.String:
+			n += rv.Len()
+		case reflect.Slice, reflect.Array:
+			if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+				n += rv.Len()
+				return
+			}
+			n += elemOverhead * rv.Len()
+			if rv.Type().Elem().Kind() == reflect.String {
+				for i := range rv.Len() {
+					n += rv.Index(i).Len()
+					if n > limit {
+						return
+					}
+				}
+				return
+			}
+			for i := range rv.Len() {
+				if n > limit {
+					return
+				}
+				walk(rv.Index(i).Interface(), depth+1)
+			}
+		case reflect.Map:
+			n += 2 * elemOverhead * rv.Len()
+			it := rv.MapRange()
+			for it.Next() {
+				if n > limit {
+					return
+				}
+				if it.Key().CanInterface() {
+					walk(it.Key().Interface(), depth+1)
+				}
+				if it.Value().CanInterface() {
+					walk(it.Value().Interface(), depth+1)
+				}
+			}
+		case reflect.Pointer:
+			if !rv.IsNil() && rv.Elem().Kind() == reflect.Struct && rv.Elem().CanInterface() {
+				// A namespace or other object: count its exported fields.
+				e := rv.Elem()
+				for i := range e.NumField() {
+					if e.Field(i).CanInterface() {
+						walk(e.Field(i).Interface(), depth+1)
+					}
+				}
+			}
+		}
+	}
+	walk(v, 0)
+	return n
+}
+
+// sameBacking reports whether a result is its input (or shares its
+// backing memory from the start), so that pass-through filters such as
+// default or first are not counted as building anything.
+func sameBacking(in, out *exec.Value) bool {
+	if in == nil || out == nil || !in.Val.IsValid() || !out.Val.IsValid() {
+		return false
+	}
+	a, b := reflect.ValueOf(in.Interface()), reflect.ValueOf(out.Interface())
+	if !a.IsValid() || !b.IsValid() || a.Kind() != b.Kind() {
+		return false
+	}
+	switch a.Kind() {
+	case reflect.String:
+		as, bs := a.String(), b.String()
+		return len(bs) <= len(as) && (len(bs) == 0 || unsafe.StringData(as) == unsafe.StringData(bs))
+	case reflect.Slice:
+		return a.Len() == b.Len() && a.Pointer() == b.Pointer()
+	case reflect.Map, reflect.Pointer:
+		return a.Pointer() == b.Pointer()
+	}
+	return false
+}
+
+// resultCheck charges a filter's or call's result to the render's budget.
+func resultCheck(ev *exec.Evaluator, what string, in, out *exec.Value) *exec.Value {
+	if out == nil || out.IsError() {
+		return out
+	}
+	b, ok := budgetOf(ev)
+	if !ok || sameBacking(in, out) {
+		return out
+	}
+	if err := b.charge(what, valueSize(out, b.maxValue)); err != nil {
+		return exec.AsValue(err)
+	}
+	return out
+}
+
+// callFilter is applied by the AST pass to every function and method
+// call: it charges the call's result.
+const callFilter = "\x00call"
+
+func filterCall(ev *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	return resultCheck(ev, "a call", nil, in)
+}
+
+// preFilterSize estimates, before a filter runs, the size of its result
+// for the filters whose result can be much larger than their input; -1
+// when there is nothing to check beforehand.
+func preFilterSize(name string, in *exec.Value, va *exec.VarArgs) int {
+	arg := func(pos int, kw string) *exec.Value {
+		if v, ok := va.KwArgs[kw]; ok {
+			return v
+		}
+		if pos < len(va.Args) {
+			return va.Args[pos]
+		}
+		return nil
+	}
+	switch name {
+	case "join":
+		sep := ""
+		if d := arg(0, "d"); d != nil && !d.IsNil() {
+			sep = d.String()
+		}
+		if !in.IsList() && !in.IsDict() {
+			return -1
+		}
+		n := in.Len()
+		return valueSize(in, 1<<62) + len(sep)*max(n-1, 0)
+	case "indent":
+		width := 4
+		if w := arg(0, "width"); w != nil {
+			switch {
+			case w.IsInteger():
+				width = max(w.Integer(), 0)
+			case w.IsString():
+				width = len(w.String())
+			}
+		}
+		s := in.String()
+		return len(s) + width*(strings.Count(s, "\n")+1)
+	case "list":
+		if in.IsString() {
+			return (elemOverhead + 4) * utf8.RuneCountInString(in.String())
+		}
+	case "replace":
+		old, nw := arg(0, "old"), arg(1, "new")
+		if old == nil || nw == nil {
+			return -1
+		}
+		s, o := in.String(), old.String()
+		k := strings.Count(s, o)
+		if c := arg(2, "count"); c != nil && c.IsInteger() && c.Integer() >= 0 {
+			k = min(k, c.Integer())
+		}
+		return len(s) + k*max(len(nw.String())-len(o), 0)
+	case "wordwrap", "escape", "e", "forceescape", "urlize", "urlencode", "xmlattr":
+		// At most six bytes per input byte (&quot;), plus breaks.
+		return 6 * len(in.String())
+	}
+	return -1
+}
+
+// boundFilter wraps a filter so that its result is checked against the
+// render's value budget (and, where the result's size is known first,
+// refused before it is built).
+func boundFilter(f exec.FilterFunction, name string) exec.FilterFunction {
+	what := "filter " + name
+	if strings.HasPrefix(name, "\x00") {
+		what = "operator " + strings.TrimPrefix(name, "\x00")
+	}
+	return func(ev *exec.Evaluator, in *exec.Value, va *exec.VarArgs) *exec.Value {
+		if b, ok := budgetOf(ev); ok && in != nil && !in.IsError() {
+			if n := preFilterSize(name, in, va); n >= 0 {
+				if err := b.fits(what, n); err != nil {
+					return exec.AsValue(err)
+				}
+			}
+		}
+		return resultCheck(ev, what, in, f(ev, in, va))
+	}
+}
+
+// preMethodSize bounds the str methods whose result can be much larger
+// than self, before they run.
+func preMethodSize(name, self string, va *exec.VarArgs) int {
+	switch name {
+	case "join":
+		if len(va.Args) != 1 {
+			return -1
+		}
+		it := va.Args[0]
+		if !it.IsList() && !it.IsDict() && !it.IsString() {
+			return -1
+		}
+		n := it.Len()
+		return valueSize(it, 1<<62) + len(self)*max(n-1, 0)
+	case "expandtabs":
+		size := 8
+		if len(va.Args) > 0 && va.Args[0].IsInteger() {
+			size = max(va.Args[0].Integer(), 0)
+		}
+		return len(self) + size*strings.Count(self, "\t")
+	case "split", "rsplit", "splitlines":
+		sep := " "
+		if len(va.Args) > 0 && va.Args[0].IsString() && va.Args[0].String() != "" {
+			sep = va.Args[0].String()
+		}
+		return len(self) + elemOverhead*(strings.Count(self, sep)+strings.Count(self, "\n")+1)
+	case "format", "format_map":
+		for _, m := range fmtFieldRe.FindAllString(self, -1) {
+			for _, d := range digitsRe.FindAllString(m, -1) {
+				if w, err := strconv.Atoi(d); err != nil || w > maxWidthArg {
+					return 1 << 62
+				}
+			}
+		}
+	}
+	return -1
+}
+
+var (
+	fmtFieldRe = regexp.MustCompile(`\{[^{}]*\}`)
+	digitsRe   = regexp.MustCompile(`[0-9]+`)
+)
+
+// boundStrMethod refuses a str method call whose result would be over
+// methodValueCap before it runs (the call's result is charged to the
+// render's budget by callFilter afterwards).
+func boundStrMethod(m exec.Method[string], name string) exec.Method[string] {
+	return func(self string, v *exec.Value, va *exec.VarArgs) (any, error) {
+		if n := preMethodSize(name, self, va); n > methodValueCap {
+			return nil, limitValue("str."+name, n, methodValueCap)
+		}
+		return m(self, v, va)
+	}
+}
+
+// addFilter is a + b, routed through the AST pass so that list and
+// string concatenation are bounded; the semantics are gonja's (list +
+// list, numbers, and str(a) + str(b) when either is a string).
+const addFilter = "\x00add"
+
+func filterAdd(ev *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	a, b, err := operands(in)
+	if err != nil {
+		return exec.AsValue(err)
+	}
+	if a.IsError() {
+		return a
+	}
+	if b.IsError() {
+		return b
+	}
+	if a.IsList() {
+		if !b.IsList() {
+			return exec.AsValue(fmt.Errorf("can only concatenate list (not %q) to list", b.String()))
+		}
+		if bg, ok := budgetOf(ev); ok {
+			if err := bg.fits("operator +", valueSize(a, bg.maxValue)+valueSize(b, bg.maxValue)); err != nil {
+				return exec.AsValue(err)
+			}
+		}
+		out := make([]any, 0, a.Len()+b.Len())
+		for i := range a.Len() {
+			out = append(out, a.Index(i).Interface())
+		}
+		for i := range b.Len() {
+			out = append(out, b.Index(i).Interface())
+		}
+		return exec.AsValue(out)
+	}
+	if a.IsFloat() || b.IsFloat() {
+		return exec.AsValue(a.Float() + b.Float())
+	}
+	if a.IsString() || b.IsString() {
+		as, bs := a.String(), b.String()
+		if bg, ok := budgetOf(ev); ok {
+			if err := bg.fits("operator +", len(as)+len(bs)); err != nil {
+				return exec.AsValue(err)
+			}
+		}
+		return exec.AsValue(as + bs)
+	}
+	return exec.AsValue(a.Integer() + b.Integer())
+}

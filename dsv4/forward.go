@@ -2,6 +2,7 @@ package dsv4
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -231,10 +232,22 @@ func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))
 // variable so that tests can shrink it.
 var prefillChunk = 512
 
-// NewSequence returns an empty Sequence (no tokens) for this model.
+// NewSequence returns an empty Sequence (no tokens) for this model. On a nil Model it
+// returns a released Sequence, on which every call fails with ErrSequence.
 func (m *Model) NewSequence() *Sequence {
-	return &Sequence{net: m.net, st: m.net.newState()}
+	if m == nil || m.net == nil {
+		s := &Sequence{released: true}
+		s.free()
+		s.use.Store(useReleased)
+		return s
+	}
+	s := &Sequence{net: m.net, st: m.net.newState()}
+	s.sync()
+	return s
 }
+
+// errNilModel is returned by the methods of a nil *Model.
+var errNilModel = fmt.Errorf("%w: nil model", ErrInvalidParams)
 
 // SequenceBytes returns the KV-state bytes of one sequence after n tokens: per layer
 // min(n, sliding_window-1)·head_dim float32 values of the window, and for CSA/HCA
@@ -242,19 +255,20 @@ func (m *Model) NewSequence() *Sequence {
 // ((n mod m)·coff·d each) and, for CSA, the [m][d] overlap pair; the lightning
 // indexer adds the same at index_head_dim. It equals Sequence.Bytes after n tokens.
 func (m *Model) SequenceBytes(n int) int64 {
-	if n < 0 {
+	if n < 0 || m == nil || m.net == nil {
 		return 0
 	}
 	return m.net.sequenceBytes(n)
 }
 
-func (m *Model) checkSeq(s *Sequence) error {
-	switch {
-	case s == nil:
-		return fmt.Errorf("%w: nil sequence", ErrSequence)
-	case s.released:
-		return fmt.Errorf("%w: sequence was released", ErrSequence)
-	case s.net != m.net:
+// acquire takes s for one call of m (see Sequence.acquire) and checks that it belongs
+// to m; on success the caller must call s.done.
+func (m *Model) acquire(s *Sequence) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	if s.net != m.net {
+		s.done()
 		return fmt.Errorf("%w: sequence belongs to another model", ErrSequence)
 	}
 	return nil
@@ -280,8 +294,11 @@ func (m *Model) checkLen(s *Sequence, add int) error {
 // called repeatedly (chunked prefill): the result is the same as one call over the
 // concatenation. Long inputs run in steps of up to 512 tokens with ctx checked between
 // steps; when ctx ends, the error is ctx.Err() and seq holds the tokens of the finished
-// steps (Len reports them). Errors: ErrSequence (nil, released or foreign seq; empty
-// ids), ErrTokenID, ErrContextLength; seq is unchanged by those.
+// steps (Len reports them). Errors: ErrSequence (nil, released or foreign seq, seq in
+// use by another call; empty ids), ErrTokenID, ErrContextLength; seq is unchanged by
+// those; ErrInvalidParams for a nil Model. When seq is released during the call (see
+// Sequence.Release), Prefill stops before its next step and returns an error wrapping
+// ErrSequence; if its last step had already begun, it returns the logits.
 func (m *Model) Prefill(ctx context.Context, seq *Sequence, ids []int32) ([]float32, error) {
 	out, err := m.prefill(ctx, seq, ids, false)
 	if err != nil {
@@ -295,10 +312,18 @@ func (m *Model) PrefillAll(ctx context.Context, seq *Sequence, ids []int32) ([][
 	return m.prefill(ctx, seq, ids, true)
 }
 
-func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all bool) ([][]float32, error) {
-	if err := m.checkSeq(seq); err != nil {
+func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all bool) (_ [][]float32, err error) {
+	if m == nil || m.net == nil {
+		return nil, errNilModel
+	}
+	if err := m.acquire(seq); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if seq.done() && err != nil && !errors.Is(err, ErrSequence) {
+			err = fmt.Errorf("%w (released during prefill: %w)", errReleased, err)
+		}
+	}()
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: prefill of no tokens", ErrSequence)
 	}
@@ -313,12 +338,16 @@ func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all boo
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if seq.releasing() {
+			return nil, fmt.Errorf("%w during prefill", errReleased)
+		}
 		chunk := ids[i:min(i+prefillChunk, len(ids))]
 		last := i+prefillChunk >= len(ids)
 		lg, err := m.net.forward(ctx, []segment{{&seq.st, chunk}}, all)
 		if err != nil {
 			return nil, err
 		}
+		seq.sync()
 		if all || last {
 			out = append(out, lg...)
 		}
@@ -329,9 +358,15 @@ func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all boo
 // Decode runs one step for many sequences at once: ids[i] is appended to seqs[i]
 // (sequences may have any lengths) and the result holds the logits [vocab] of each.
 // The projections and experts run batched over all sequences; attention runs per
-// sequence. Errors (nothing changes): ErrSequence for a nil, released, foreign or
-// repeated sequence or len(ids) != len(seqs), ErrTokenID, ErrContextLength, ctx.Err().
+// sequence. Decode holds every sequence of the batch for the whole call. Errors
+// (nothing changes): ErrSequence for a nil, released, foreign or repeated sequence, one
+// in use by another call, or len(ids) != len(seqs), ErrTokenID, ErrContextLength,
+// ctx.Err(); ErrInvalidParams for a nil Model. A sequence released during the call
+// still completes the step (see Sequence.Release).
 func (m *Model) Decode(ctx context.Context, seqs []*Sequence, ids []int32) ([][]float32, error) {
+	if m == nil || m.net == nil {
+		return nil, errNilModel
+	}
 	if len(seqs) != len(ids) {
 		return nil, fmt.Errorf("%w: %d sequences, %d ids", ErrSequence, len(seqs), len(ids))
 	}
@@ -343,13 +378,20 @@ func (m *Model) Decode(ctx context.Context, seqs []*Sequence, ids []int32) ([][]
 	}
 	seen := make(map[*Sequence]bool, len(seqs))
 	segs := make([]segment, len(seqs))
-	for i, s := range seqs {
-		if err := m.checkSeq(s); err != nil {
-			return nil, fmt.Errorf("seqs[%d]: %w", i, err)
+	held := make([]*Sequence, 0, len(seqs))
+	defer func() {
+		for _, s := range held {
+			s.done()
 		}
-		if seen[s] {
+	}()
+	for i, s := range seqs {
+		if seen[s] && s != nil {
 			return nil, fmt.Errorf("%w: seqs[%d] appears twice", ErrSequence, i)
 		}
+		if err := m.acquire(s); err != nil {
+			return nil, fmt.Errorf("seqs[%d]: %w", i, err)
+		}
+		held = append(held, s)
 		seen[s] = true
 		if err := m.checkLen(s, 1); err != nil {
 			return nil, err
@@ -367,8 +409,13 @@ func (m *Model) Decode(ctx context.Context, seqs []*Sequence, ids []int32) ([][]
 // the model's config (layer types, widths, rates and every length implied by Position)
 // and deep-copied. Errors: ErrSequence describing the first mismatch.
 func (m *Model) Restore(st *SequenceState) (*Sequence, error) {
+	if m == nil || m.net == nil {
+		return nil, errNilModel
+	}
 	if err := m.net.validate(st); err != nil {
 		return nil, err
 	}
-	return &Sequence{net: m.net, st: *st.clone()}, nil
+	s := &Sequence{net: m.net, st: *st.clone()}
+	s.sync()
+	return s, nil
 }

@@ -3,6 +3,8 @@ package dsv4
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 )
 
 // ErrSequence reports misuse of a Sequence: used after Release, passed twice to one
@@ -16,11 +18,105 @@ var ErrTokenID = errors.New("dsv4: token id out of range")
 // (sliding-window ring, compressor buffers, overlap and compressed entries, the
 // lightning indexer's own) and the number of tokens processed. Create it with
 // Model.NewSequence or Model.Restore; feed it with Model.Prefill and Model.Decode.
-// A Sequence is not safe for concurrent use; distinct Sequences are.
+//
+// One call at a time: Prefill, Decode and Snapshot take the Sequence for their whole
+// duration (an atomic in-use flag); a second call on it meanwhile (another goroutine,
+// or the same Sequence twice in one Decode batch) fails at once with an error wrapping
+// ErrSequence ("in use by another call") and changes nothing. Len, Bytes and Release
+// may be called at any time from any goroutine; see Release for a Release during a call.
+// Distinct Sequences are independent.
 type Sequence struct {
-	net      *network
-	st       SequenceState
+	net *network
+	st  SequenceState
+	// released is true once the state is freed; read and written only by the holder
+	// of the sequence (use == useBusy) or after the transition to useReleased.
 	released bool
+	use      atomic.Int32 // useIdle, useBusy, useBusyReleased or useReleased
+	// pos and nbytes mirror st.Position and st.Bytes() as of the end of the last call
+	// (or internal Prefill step), for Len and Bytes while a call runs.
+	pos, nbytes atomic.Int64
+}
+
+// States of Sequence.use.
+const (
+	useIdle         = iota // no call runs
+	useBusy                // a call runs
+	useBusyReleased        // a call runs and Release was called: the call frees the state at its end
+	useReleased            // released, state freed
+	usePeek                // Len or Bytes reads the idle state (a few microseconds)
+)
+
+// errInUse and errReleased are the ErrSequence errors of acquire.
+var (
+	errInUse    = fmt.Errorf("%w: sequence in use by another call", ErrSequence)
+	errReleased = fmt.Errorf("%w: sequence was released", ErrSequence)
+)
+
+// acquire takes the sequence for one call: errInUse while another call holds it,
+// errReleased after Release (also one still pending on a running call).
+func (s *Sequence) acquire() error {
+	if s == nil {
+		return fmt.Errorf("%w: nil sequence", ErrSequence)
+	}
+	for !s.use.CompareAndSwap(useIdle, useBusy) {
+		switch s.use.Load() {
+		case usePeek:
+			runtime.Gosched()
+		case useBusy:
+			return errInUse
+		case useBusyReleased, useReleased:
+			return errReleased
+		}
+	}
+	if s.released { // released without the flag (e.g. moved by TransferKV)
+		s.free()
+		s.use.Store(useReleased)
+		return errReleased
+	}
+	s.sync()
+	return nil
+}
+
+// peek runs f with the sequence idle and held against calls; false (f not run) while
+// a call holds it, after Release, or during another peek.
+func (s *Sequence) peek(f func()) bool {
+	if !s.use.CompareAndSwap(useIdle, usePeek) {
+		return false
+	}
+	f()
+	s.use.Store(useIdle)
+	return true
+}
+
+// releasing reports whether Release was called during the current call (the holder
+// may stop early).
+func (s *Sequence) releasing() bool { return s.use.Load() == useBusyReleased }
+
+// sync publishes the state's length and size for Len and Bytes; holder only.
+func (s *Sequence) sync() {
+	s.pos.Store(int64(s.st.Position))
+	s.nbytes.Store(s.st.Bytes())
+}
+
+// done ends the call that acquired s. When Release was called meanwhile it frees the
+// state now and reports true.
+func (s *Sequence) done() bool {
+	s.sync()
+	if s.use.CompareAndSwap(useBusy, useIdle) {
+		return false
+	}
+	// useBusyReleased: only this goroutine may move it on.
+	s.free()
+	s.use.Store(useReleased)
+	return true
+}
+
+// free drops the state; holder only.
+func (s *Sequence) free() {
+	s.released = true
+	s.st = SequenceState{}
+	s.pos.Store(0)
+	s.nbytes.Store(0)
 }
 
 // SequenceState is the complete, transferable state of a Sequence, as typed
@@ -266,36 +362,80 @@ func (st *SequenceState) clone() *SequenceState {
 }
 
 // Len returns the number of tokens the sequence has processed (0 after Release).
+// While a call runs on the sequence it reports the length at the end of the last call
+// or internal Prefill step. Safe for concurrent use.
 func (s *Sequence) Len() int {
-	if s == nil || s.released {
+	if s == nil {
 		return 0
 	}
-	return s.st.Position
+	n := 0
+	if s.peek(func() {
+		if !s.released {
+			n = s.st.Position
+		}
+	}) {
+		return n
+	}
+	return int(s.pos.Load())
 }
 
-// Release frees the sequence's state. It is idempotent; a released Sequence returns
-// ErrSequence from Prefill, Decode and Snapshot.
+// Release frees the sequence's state. It is idempotent and safe for concurrent use; a
+// released Sequence returns ErrSequence from Prefill, Decode and Snapshot.
+//
+// Release does not wait for a call running on the sequence: it marks the sequence
+// released, and that call frees the state when it ends. A Decode step completes and
+// returns its logits (the release then takes effect); a Prefill stops before its next
+// internal step (see Prefill) and returns an error wrapping ErrSequence, its finished
+// steps discarded. Either way no later call can use the sequence.
 func (s *Sequence) Release() {
-	if s == nil || s.released {
+	if s == nil {
 		return
 	}
-	s.released = true
-	s.st = SequenceState{}
+	for {
+		switch s.use.Load() {
+		case useIdle:
+			if s.use.CompareAndSwap(useIdle, useBusy) {
+				s.free()
+				s.use.Store(useReleased)
+				return
+			}
+		case useBusy:
+			if s.use.CompareAndSwap(useBusy, useBusyReleased) {
+				return
+			}
+		case usePeek:
+			runtime.Gosched()
+		default: // released, or pending on the running call
+			return
+		}
+	}
 }
 
-// Bytes returns the bytes of KV state the sequence holds now (see SequenceState.Bytes).
+// Bytes returns the bytes of KV state the sequence holds now (see SequenceState.Bytes);
+// while a call runs, as of the end of the last call or internal Prefill step. Safe for
+// concurrent use.
 func (s *Sequence) Bytes() int64 {
-	if s == nil || s.released {
+	if s == nil {
 		return 0
 	}
-	return s.st.Bytes()
+	var n int64
+	if s.peek(func() {
+		if !s.released {
+			n = s.st.Bytes()
+		}
+	}) {
+		return n
+	}
+	return s.nbytes.Load()
 }
 
 // Snapshot returns a deep copy of the sequence's state, to move it to another engine
-// (Model.Restore) or to branch a request. Errors: ErrSequence after Release.
+// (Model.Restore) or to branch a request. Errors wrapping ErrSequence: after Release,
+// or while another call (Prefill, Decode) runs on it.
 func (s *Sequence) Snapshot() (*SequenceState, error) {
-	if s == nil || s.released {
-		return nil, fmt.Errorf("%w: snapshot of a released sequence", ErrSequence)
+	if err := s.acquire(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	defer s.done()
 	return s.st.clone(), nil
 }

@@ -88,6 +88,9 @@ func (r *ChatRequest) toolChoice() (string, string) {
 // Sampling converts the request's sampling fields. Defaults follow the
 // OpenAI API (temperature 1, top_p 1).
 func (r *ChatRequest) Sampling() (SamplingParams, error) {
+	if r == nil {
+		return SamplingParams{}, paramErr("request", "nil request")
+	}
 	p := SamplingParams{
 		Temperature:       1,
 		MinP:              r.MinP,
@@ -217,6 +220,12 @@ type chatRun struct {
 }
 
 func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
+	if req == nil {
+		return nil, paramErr("request", "nil request")
+	}
 	c := e.chat
 	if c == nil {
 		return nil, ErrNoChat
@@ -293,7 +302,8 @@ func (run *chatRun) forcer() func(int32) []int32 {
 // other requests), and parsed into reasoning_content, content and
 // tool_calls. Errors wrapping ErrInvalidParams (bad request),
 // ErrContextLength, ErrRequestTooLarge, ErrQueueFull and ErrEngineClosed
-// come before generation; ctx cancellation stops it and frees its state.
+// come before generation (a nil req or Engine: ErrInvalidParams); ctx
+// cancellation stops it and frees its state.
 func (e *Engine) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
 	stream, err := e.ChatStream(ctx, req)
 	if err != nil {

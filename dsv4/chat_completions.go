@@ -87,6 +87,12 @@ func (r *CompletionRequest) sampling() (SamplingParams, error) {
 // "length"), and a last chunk (Index -1) carries the Usage. Choice i*n+j is
 // the j-th completion of prompt i. Errors as ChatStream's.
 func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (iter.Seq2[*ChatChunk, error], error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
+	if req == nil {
+		return nil, paramErr("request", "nil request")
+	}
 	c := e.chat
 	if c == nil {
 		return nil, ErrNoChat

@@ -143,6 +143,9 @@ type Engine struct {
 // opts.Tokenizer set, Chat and Complete work too. Errors: an unknown
 // encoding or parser name.
 func NewEngineWithBackend(b Backend, opts EngineOptions) (*Engine, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalidParams)
+	}
 	var codec *chatCodec
 	if opts.Tokenizer != nil {
 		c, err := newTokenizerCodec(&opts)
@@ -167,8 +170,11 @@ func newEngine(b Backend, opts EngineOptions) *Engine {
 
 // Close stops accepting requests, fails the queued ones with
 // ErrEngineClosed, lets running ones finish until ctx is done, then cancels
-// them. It returns ctx's error if it had to cancel.
+// them. It returns ctx's error if it had to cancel. A nil Engine's Close does nothing.
 func (e *Engine) Close(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
 	e.s.mu.Lock()
 	e.s.closed = true
 	e.s.mu.Unlock()
@@ -185,8 +191,11 @@ func (e *Engine) Close(ctx context.Context) error {
 	return err
 }
 
-// Stats returns current counters.
+// Stats returns current counters (zero for a nil Engine).
 func (e *Engine) Stats() EngineStats {
+	if e == nil {
+		return EngineStats{}
+	}
 	c := &e.s.stats
 	return EngineStats{
 		Running:         int(c.running.Load()),
@@ -202,11 +211,24 @@ func (e *Engine) Stats() EngineStats {
 	}
 }
 
-// VocabSize is the number of logits per position.
-func (e *Engine) VocabSize() int { return e.b.VocabSize() }
+// VocabSize is the number of logits per position (0 for a nil Engine).
+func (e *Engine) VocabSize() int {
+	if e == nil {
+		return 0
+	}
+	return e.b.VocabSize()
+}
 
-// MaxContext is the model's context length in tokens.
-func (e *Engine) MaxContext() int { return e.b.MaxContext() }
+// MaxContext is the model's context length in tokens (0 for a nil Engine).
+func (e *Engine) MaxContext() int {
+	if e == nil {
+		return 0
+	}
+	return e.b.MaxContext()
+}
+
+// errNilEngine is returned by the request methods of a nil *Engine.
+var errNilEngine = fmt.Errorf("%w: nil engine", ErrInvalidParams)
 
 func (e *Engine) newSeed() uint64 {
 	e.seedMu.Lock()
@@ -308,8 +330,11 @@ func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
 // generation (ctx cancelled, ErrEngineClosed, a backend error) end the
 // iteration with a non-nil error. Breaking out of the loop frees the state.
 // The request is queued when Generate returns: range over the iterator (or
-// cancel ctx), or it runs to its end unread.
+// cancel ctx), or it runs to its end unread. A nil Engine gives ErrInvalidParams.
 func (e *Engine) Generate(ctx context.Context, prompt []int32, p SamplingParams) (iter.Seq2[Token, error], error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
 	r, err := e.start(ctx, prompt, p, nil)
 	if err != nil {
 		return nil, err

@@ -56,7 +56,12 @@ func (b modelBackend) EOS() []int32 {
 // engine (Generate works, Chat and Complete return ErrNoChat). The chat
 // encoding defaults to the model type's (deepseek_v4: EncodingV4,
 // deepseek_v32: EncodingV32). Close the Engine before the Model.
+//
+// A nil m gives an error wrapping ErrInvalidParams.
 func NewEngine(m *Model, opts EngineOptions) (*Engine, error) {
+	if m == nil || m.net == nil {
+		return nil, errNilModel
+	}
 	if opts.Tokenizer == nil {
 		t, err := tokenizer.Load(m.Checkpoint().Dir())
 		switch {
@@ -78,7 +83,12 @@ var defaultEngines sync.Map // *Model → *Engine
 // DefaultEngine returns the Engine that Model.Chat uses: started on first
 // use with default EngineOptions, shared by every caller, and never closed
 // (close it yourself, or use NewEngine, to control its lifetime).
+//
+// A nil m gives an error wrapping ErrInvalidParams (so do Chat and ChatStream).
 func (m *Model) DefaultEngine() (*Engine, error) {
+	if m == nil || m.net == nil {
+		return nil, errNilModel
+	}
 	if e, ok := defaultEngines.Load(m); ok {
 		return e.(*Engine), nil
 	}

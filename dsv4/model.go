@@ -84,18 +84,38 @@ func (s *weightsSource) int32s(name string, shape ...int) ([]int32, error) {
 	return t.Int32s()
 }
 
-// Config returns the model's configuration (read-only).
-func (m *Model) Config() *Config { return m.cfg }
+// Config returns the model's configuration (read-only); nil for a nil Model.
+func (m *Model) Config() *Config {
+	if m == nil {
+		return nil
+	}
+	return m.cfg
+}
 
-// Weights returns the model's typed weights (read-only; valid until Close).
-func (m *Model) Weights() *Weights { return m.weights }
+// Weights returns the model's typed weights (read-only; valid until Close); nil for a
+// nil Model.
+func (m *Model) Weights() *Weights {
+	if m == nil {
+		return nil
+	}
+	return m.weights
+}
 
-// Checkpoint returns the opened checkpoint the model reads from.
-func (m *Model) Checkpoint() *Checkpoint { return m.ck }
+// Checkpoint returns the opened checkpoint the model reads from; nil for a nil Model.
+func (m *Model) Checkpoint() *Checkpoint {
+	if m == nil {
+		return nil
+	}
+	return m.ck
+}
 
 // Close releases the model's memory mappings. Idempotent. The float32 weights of the
-// forward pass stay valid (they are copies), so open Sequences keep working.
+// forward pass stay valid (they are copies), so open Sequences keep working. A nil
+// Model's Close does nothing.
 func (m *Model) Close() error {
+	if m == nil || m.ck == nil {
+		return nil
+	}
 	m.closeOnce.Do(func() { m.closeErr = m.ck.Close() })
 	return m.closeErr
 }

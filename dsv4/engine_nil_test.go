@@ -1,0 +1,74 @@
+package dsv4
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestNilArguments: a nil Model, Engine, Backend or request given to a public entry
+// point is an error wrapping ErrInvalidParams (or ErrSequence for a nil Sequence), never
+// a nil-pointer panic. (A nil context stays a caller bug, as in the standard library.)
+func TestNilArguments(t *testing.T) {
+	ctx := context.Background()
+	var nm *Model
+	var ne *Engine
+	e := newFakeEngine(&fakeBackend{}, EngineOptions{})
+	defer e.Close(ctx)
+	m, _ := loadGoldenModel(t, "hc2-yarn")
+	cases := []struct {
+		name string
+		want error
+		call func() error
+	}{
+		{"Model.Prefill nil model", ErrInvalidParams, func() error { _, err := nm.Prefill(ctx, nm.NewSequence(), []int32{1}); return err }},
+		{"Model.PrefillAll nil model", ErrInvalidParams, func() error { _, err := nm.PrefillAll(ctx, nil, []int32{1}); return err }},
+		{"Model.Decode nil model", ErrInvalidParams, func() error { _, err := nm.Decode(ctx, nil, nil); return err }},
+		{"Model.Restore nil model", ErrInvalidParams, func() error { _, err := nm.Restore(&SequenceState{}); return err }},
+		{"Model.Chat nil model", ErrInvalidParams, func() error { _, err := nm.Chat(ctx, &ChatRequest{}); return err }},
+		{"Model.ChatStream nil model", ErrInvalidParams, func() error { _, err := nm.ChatStream(ctx, &ChatRequest{}); return err }},
+		{"Model.DefaultEngine nil model", ErrInvalidParams, func() error { _, err := nm.DefaultEngine(); return err }},
+		{"NewEngine nil model", ErrInvalidParams, func() error { _, err := NewEngine(nil, EngineOptions{}); return err }},
+		{"NewEngineWithBackend nil", ErrInvalidParams, func() error { _, err := NewEngineWithBackend(nil, EngineOptions{}); return err }},
+		{"Engine.Chat nil engine", ErrInvalidParams, func() error { _, err := ne.Chat(ctx, &ChatRequest{}); return err }},
+		{"Engine.ChatStream nil engine", ErrInvalidParams, func() error { _, err := ne.ChatStream(ctx, &ChatRequest{}); return err }},
+		{"Engine.CompleteStream nil engine", ErrInvalidParams, func() error { _, err := ne.CompleteStream(ctx, &CompletionRequest{}); return err }},
+		{"Engine.Generate nil engine", ErrInvalidParams, func() error { _, err := ne.Generate(ctx, []int32{1}, SamplingParams{}); return err }},
+		{"Engine.Chat nil request", ErrInvalidParams, func() error { _, err := e.Chat(ctx, nil); return err }},
+		{"Engine.ChatStream nil request", ErrInvalidParams, func() error { _, err := e.ChatStream(ctx, nil); return err }},
+		{"Engine.CompleteStream nil request", ErrInvalidParams, func() error { _, err := e.CompleteStream(ctx, nil); return err }},
+		{"ChatRequest.Sampling nil", ErrInvalidParams, func() error { _, err := (*ChatRequest)(nil).Sampling(); return err }},
+		{"Model.Chat nil request", ErrInvalidParams, func() error { _, err := m.Chat(ctx, nil); return err }},
+		{"nil model's sequence", ErrSequence, func() error { _, err := m.Prefill(ctx, nm.NewSequence(), []int32{1}); return err }},
+		{"nil sequence", ErrSequence, func() error { _, err := m.Prefill(ctx, nil, []int32{1}); return err }},
+		{"nil sequence in Decode", ErrSequence, func() error { _, err := m.Decode(ctx, []*Sequence{nil, nil}, []int32{1, 1}); return err }},
+		{"nil sequence Snapshot", ErrSequence, func() error { _, err := (*Sequence)(nil).Snapshot(); return err }},
+		{"nil model, nil engine: accessors", nil, func() error {
+			if nm.Config() != nil || nm.Weights() != nil || nm.Checkpoint() != nil || nm.Close() != nil || nm.SequenceBytes(3) != 0 {
+				return errors.New("nil model accessors")
+			}
+			if ne.Close(ctx) != nil || ne.VocabSize() != 0 || ne.MaxContext() != 0 || ne.Stats() != (EngineStats{}) {
+				return errors.New("nil engine accessors")
+			}
+			s := nm.NewSequence()
+			s.Release()
+			if s.Len() != 0 || s.Bytes() != 0 {
+				return errors.New("nil model's sequence not empty")
+			}
+			return nil
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("panic: %v", r)
+				}
+			}()
+			err := c.call()
+			if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+}

@@ -273,3 +273,34 @@ func BenchmarkTTFT(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTransferInProcess: the same handoff through the InProcess
+// transport (no serialization: the state changes owner).
+func BenchmarkTransferInProcess(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			h, id := flashHandoff(b, n)
+			tr := &InProcess{}
+			rooms := NewRooms(id)
+			lis, _ := net.Listen("tcp", "127.0.0.1:0")
+			defer lis.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go tr.Serve(ctx, lis, rooms)
+			conn, err := tr.Dial(ctx, lis.Addr().String(), id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(h.Bytes())
+			b.ResetTimer()
+			for i := range b.N {
+				room := uint64(i + 1)
+				rooms.Open(room)
+				rooms.Put(room, h)
+				if _, err := conn.Fetch(ctx, room); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -403,7 +403,8 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // error during generation is the iterator's last element. Breaking out of
 // the loop or cancelling ctx stops every choice and frees their state. The
 // choices are queued when ChatStream returns: range over the iterator (or
-// cancel ctx), or they run to their end unread.
+// cancel ctx); unread, they pause and end as Generate's do
+// (EngineOptions.MaxUnread, UnreadTimeout, ErrUnreadTimeout).
 //
 // The iterator form (Go 1.23 range-over-func) was chosen over a callback:
 // the caller's loop body is the callback, break is cancellation, and the

@@ -28,6 +28,11 @@ var (
 	// ErrContextLength: the prompt leaves no room to generate within the
 	// model's context length.
 	ErrContextLength = errors.New("dsv4: prompt exceeds the context length")
+	// ErrUnreadTimeout: the request's consumer left EngineOptions.MaxUnread
+	// tokens unread for longer than EngineOptions.UnreadTimeout (e.g. an
+	// iterator that is never ranged), so the engine ended the request and
+	// freed its state. The consumer still gets the tokens generated before.
+	ErrUnreadTimeout = errors.New("dsv4: request output left unread, request ended")
 )
 
 // EngineOptions configures an Engine's scheduler. Zero fields take the
@@ -51,6 +56,19 @@ type EngineOptions struct {
 	// DefaultMaxTokens applies when a request sets no MaxTokens. 0 means
 	// the rest of the context.
 	DefaultMaxTokens int
+
+	// MaxUnread bounds the generated tokens a request may hold that its
+	// consumer (the Generate / ChatStream iterator) has not read yet. A
+	// request that reaches it pauses: it keeps its batch slot and state but
+	// is not stepped until the consumer reads. Default 1024; negative: no
+	// bound (an unread request runs to its end).
+	MaxUnread int
+	// UnreadTimeout is how long a request may stay paused on MaxUnread
+	// before the engine ends it with ErrUnreadTimeout and frees its slot
+	// and state: the rule that keeps an abandoned iterator (never ranged,
+	// nor its ctx cancelled) from pinning a slot for up to the whole
+	// context. Default 30 s; negative: wait for ever.
+	UnreadTimeout time.Duration
 
 	// Tokenizer enables Chat and Complete. NewEngine loads tokenizer.json
 	// from the model's directory when it is nil; NewEngineWithBackend
@@ -80,6 +98,12 @@ func (o *EngineOptions) fill() {
 	}
 	if o.MaxWaiting <= 0 {
 		o.MaxWaiting = 4096
+	}
+	if o.MaxUnread == 0 {
+		o.MaxUnread = 1024
+	}
+	if o.UnreadTimeout == 0 {
+		o.UnreadTimeout = 30 * time.Second
 	}
 }
 
@@ -295,6 +319,9 @@ func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
 		for {
 			var closed bool
 			buf, closed = r.take(buf)
+			if len(buf) > 0 {
+				e.s.signal() // a request paused on MaxUnread may step again
+			}
 			for _, ev := range buf {
 				if ev.err != nil {
 					yield(Token{}, ev.err)
@@ -330,7 +357,9 @@ func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
 // generation (ctx cancelled, ErrEngineClosed, a backend error) end the
 // iteration with a non-nil error. Breaking out of the loop frees the state.
 // The request is queued when Generate returns: range over the iterator (or
-// cancel ctx), or it runs to its end unread. A nil Engine gives ErrInvalidParams.
+// cancel ctx). Unread, it pauses once EngineOptions.MaxUnread tokens wait for
+// the consumer and ends with ErrUnreadTimeout (state freed) after
+// EngineOptions.UnreadTimeout paused. A nil Engine gives ErrInvalidParams.
 func (e *Engine) Generate(ctx context.Context, prompt []int32, p SamplingParams) (iter.Seq2[Token, error], error) {
 	if e == nil {
 		return nil, errNilEngine

@@ -64,6 +64,7 @@ type request struct {
 	drawn     bool
 	nOut      int
 	admitted  time.Time
+	paused    time.Time // zero, or since when MaxUnread tokens wait unread
 
 	// output queue
 	mu      sync.Mutex
@@ -93,6 +94,13 @@ func (r *request) take(buf []tokenEvent) ([]tokenEvent, bool) {
 	buf = append(buf[:0], r.events...)
 	r.events = r.events[:0]
 	return buf, r.closed
+}
+
+// unread returns the number of queued events.
+func (r *request) unread() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
 }
 
 func (r *request) stopRequested() bool {
@@ -180,14 +188,25 @@ func (s *scheduler) loop(ctx context.Context) {
 			return
 		}
 		s.admit()
+		wait := s.throttle(time.Now())
 		s.publish()
-		if len(s.running) == 0 {
+		if !s.runnable() {
+			var timer *time.Timer
+			var timeout <-chan time.Time
+			if wait > 0 {
+				timer = time.NewTimer(wait)
+				timeout = timer.C
+			}
 			select {
 			case <-s.wake:
+			case <-timeout:
 			case <-ctx.Done():
 				s.mu.Lock()
 				s.closed = true
 				s.mu.Unlock()
+			}
+			if timer != nil {
+				timer.Stop()
 			}
 			continue
 		}
@@ -224,6 +243,52 @@ func (s *scheduler) reap(closing bool) {
 	}
 	clear(s.waiting[len(w):])
 	s.waiting = w
+}
+
+// throttle pauses the running requests whose consumer has MaxUnread tokens
+// unread (step skips them) and resumes the others; it ends those paused
+// longer than UnreadTimeout with ErrUnreadTimeout, freeing their state. It
+// returns the time until the next paused request times out (0: none).
+func (s *scheduler) throttle(now time.Time) time.Duration {
+	if s.opts.MaxUnread < 0 {
+		return 0
+	}
+	var wait time.Duration
+	keep := s.running[:0]
+	for _, r := range s.running {
+		if !r.prefilled || r.unread() < s.opts.MaxUnread {
+			r.paused = time.Time{}
+			keep = append(keep, r)
+			continue
+		}
+		if r.paused.IsZero() {
+			r.paused = now
+		}
+		if to := s.opts.UnreadTimeout; to >= 0 {
+			left := r.paused.Add(to).Sub(now)
+			if left <= 0 {
+				s.finish(r, "", ErrUnreadTimeout)
+				continue
+			}
+			if wait == 0 || left < wait {
+				wait = left
+			}
+		}
+		keep = append(keep, r)
+	}
+	clear(s.running[len(keep):])
+	s.running = keep
+	return wait
+}
+
+// runnable reports whether a running request can step (is not paused).
+func (s *scheduler) runnable() bool {
+	for _, r := range s.running {
+		if r.paused.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *scheduler) dequeued() {
@@ -292,6 +357,9 @@ func (s *scheduler) step(ctx context.Context) {
 	var dec []*request
 	var pre []*request
 	for _, r := range s.running {
+		if !r.paused.IsZero() {
+			continue
+		}
 		if r.prefilled && len(r.pending) == 1 {
 			dec = append(dec, r)
 		} else {

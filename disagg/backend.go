@@ -16,8 +16,8 @@ import (
 
 // decodeBackend is a dsv4.Backend over a Model that admits prefilled
 // requests: when the engine prefills a fresh sequence with exactly the
-// prompt of a registered handoff, the handoff's state is restored instead
-// of computed, and its logits are returned, so the engine samples the first
+// prompt of a registered handoff, the sequence restored from the handoff
+// (before, outside the engine loop) takes its place instead of a prefill, and its logits are returned, so the engine samples the first
 // token itself with the request's sampling state, exactly as a co-located
 // engine would. Any other prompt is prefilled locally (decode-only
 // fallback). The engine must give each prompt in one Prefill call
@@ -33,7 +33,13 @@ type decodeBackend struct {
 	restored, local atomic.Int64
 }
 
-type pendingHandoff struct{ h *Handoff }
+// pendingHandoff is a transferred request waiting for the engine to admit
+// it: its state already restored into a Sequence (outside the engine loop).
+type pendingHandoff struct {
+	prompt []int32
+	seq    *dsv4.Sequence
+	logits []float32
+}
 
 func newDecodeBackend(m *dsv4.Model) *decodeBackend {
 	return &decodeBackend{m: m, seed: maphash.MakeSeed(), pending: map[uint64][]*pendingHandoff{}}
@@ -46,15 +52,29 @@ func (b *decodeBackend) key(ids []int32) uint64 {
 	return maphash.Bytes(b.seed, unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*len(ids)))
 }
 
-// register makes h available to the next n prefills of h.Prompt; release
-// removes what was not claimed (idempotent).
-func (b *decodeBackend) register(h *Handoff, n int) (release func()) {
+// register makes h available to the next n prefills of h.Prompt, as n
+// sequences restored now (the last one adopts h's buffers: h must not be
+// used afterwards); release frees what was not claimed (idempotent).
+// Errors: the state does not fit the model (dsv4.ErrSequence).
+func (b *decodeBackend) register(h *Handoff, n int) (release func(), err error) {
 	k := b.key(h.Prompt)
 	ps := make([]*pendingHandoff, n)
-	b.mu.Lock()
-	for i := range ps {
-		ps[i] = &pendingHandoff{h: h}
+	for i := n - 1; i >= 0; i-- {
+		var seq *dsv4.Sequence
+		if i > 0 {
+			seq, err = b.m.Restore(h.State)
+		} else {
+			seq, err = b.m.Adopt(h.State)
+		}
+		if err != nil {
+			for _, p := range ps[i+1:] {
+				p.seq.Release()
+			}
+			return nil, err
+		}
+		ps[i] = &pendingHandoff{prompt: h.Prompt, seq: seq, logits: h.Logits}
 	}
+	b.mu.Lock()
 	b.pending[k] = append(b.pending[k], ps...)
 	b.mu.Unlock()
 	b.nPend.Add(int64(n))
@@ -63,9 +83,9 @@ func (b *decodeBackend) register(h *Handoff, n int) (release func()) {
 		once.Do(func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			q := b.pending[k]
-			q = slices.DeleteFunc(q, func(p *pendingHandoff) bool {
+			q := slices.DeleteFunc(b.pending[k], func(p *pendingHandoff) bool {
 				if slices.Contains(ps, p) {
+					p.seq.Release()
 					b.nPend.Add(-1)
 					return true
 				}
@@ -77,23 +97,23 @@ func (b *decodeBackend) register(h *Handoff, n int) (release func()) {
 				b.pending[k] = q
 			}
 		})
-	}
+	}, nil
 }
 
 // claim returns a registered handoff for ids, removing it from the table.
-func (b *decodeBackend) claim(ids []int32) *Handoff {
+func (b *decodeBackend) claim(ids []int32) *pendingHandoff {
 	k := b.key(ids)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q := b.pending[k]
 	for i, p := range q {
-		if slices.Equal(p.h.Prompt, ids) {
+		if slices.Equal(p.prompt, ids) {
 			b.pending[k] = slices.Delete(q, i, i+1)
 			if len(b.pending[k]) == 0 {
 				delete(b.pending, k)
 			}
 			b.nPend.Add(-1)
-			return p.h
+			return p
 		}
 	}
 	return nil
@@ -110,15 +130,11 @@ func (b *decodeBackend) NewSequence() dsv4.BackendSequence {
 func (b *decodeBackend) Prefill(ctx context.Context, s dsv4.BackendSequence, ids []int32) ([]float32, error) {
 	q := s.(*backendSeq)
 	if q.s.Len() == 0 {
-		if h := b.claim(ids); h != nil {
-			seq, err := b.m.Restore(h.State)
-			if err != nil {
-				return nil, err
-			}
+		if p := b.claim(ids); p != nil {
 			q.s.Release()
-			q.s = seq
+			q.s = p.seq
 			b.restored.Add(1)
-			return slices.Clone(h.Logits), nil
+			return p.logits, nil // read-only for the sampler
 		}
 	}
 	b.local.Add(1)

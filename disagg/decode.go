@@ -229,7 +229,12 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 	if req.N != nil && *req.N > 0 {
 		n = *req.N
 	}
-	release := d.back.register(h, n)
+	release, err := d.back.register(h, n)
+	if err != nil {
+		d.failures.WithLabelValues("restore").Inc()
+		writeErr(w, fmt.Errorf("%w: %w", ErrMalformed, err))
+		return
+	}
 	defer release()
 	stream, err := d.eng.ChatStream(ctx, &req)
 	if err != nil {

@@ -232,6 +232,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	nBytes := h.Bytes() // h belongs to the room (and then to the decode side) after Put
 	if err := p.rooms.Put(bs.Room, h); err != nil {
 		writeErr(w, err)
 		return
@@ -256,7 +257,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	resp["disaggregation"] = map[string]any{"room": bs.Room, "state": "success", "bytes": h.Bytes()}
+	resp["disaggregation"] = map[string]any{"room": bs.Room, "state": "success", "bytes": nBytes}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
 }

@@ -53,6 +53,8 @@ const MaxFrameBytes = 64 << 20
 
 // Handoff is one request's transferable state after prefill: everything a
 // decode engine needs to continue it as if it had prefilled it itself.
+// Ownership moves with it: after Rooms.Put the prefill side must not touch
+// it, and a decode server adopts its buffers (dsv4.Model.Adopt).
 type Handoff struct {
 	// Room is the rendezvous id of the request (SGLang's bootstrap_room).
 	Room uint64

@@ -51,6 +51,17 @@ func TransferKV(ctx context.Context, seq *Sequence, dst *Model) (*Sequence, erro
 	return out, nil
 }
 
+// Adopt is Restore without the copy: the returned Sequence takes ownership of
+// st's buffers (the caller must not use st afterwards). Disaggregated decode
+// servers adopt the state they just decoded off the wire. Errors: ErrSequence
+// when st does not fit the model (as Restore).
+func (m *Model) Adopt(st *SequenceState) (*Sequence, error) {
+	if err := m.net.validate(st); err != nil {
+		return nil, err
+	}
+	return &Sequence{net: m.net, st: *st}, nil
+}
+
 // ChatPrompt renders and tokenizes req exactly as Chat and ChatStream would
 // (chat encoding or template, tools, thinking mode, a forced tool-call opening)
 // and returns the prompt ids that the engine would prefill for each choice.

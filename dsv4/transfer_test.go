@@ -74,3 +74,32 @@ func TestTransferKV(t *testing.T) {
 		t.Fatalf("cancelled ctx: %v", err)
 	}
 }
+
+// TestAdopt: a sequence adopted from a snapshot decodes like the original;
+// a state of another model is refused.
+func TestAdopt(t *testing.T) {
+	ctx := context.Background()
+	a := loadTestModel(t, "testdata/ckpt_hf_bf16")
+	seq := a.NewSequence()
+	if _, err := a.Prefill(ctx, seq, []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := seq.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted, err := a.Adopt(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := a.Decode(ctx, []*Sequence{seq}, []int32{10})
+	got, _ := a.Decode(ctx, []*Sequence{adopted}, []int32{10})
+	if !slices.Equal(got[0], want[0]) {
+		t.Fatal("adopted sequence decodes differently")
+	}
+	other := loadTestModel(t, "testdata/ckpt_hf_saved")
+	st2, _ := seq.Snapshot()
+	if _, err := other.Adopt(st2); !errors.Is(err, ErrSequence) {
+		t.Fatalf("foreign state adopted: %v", err)
+	}
+}

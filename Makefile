@@ -39,16 +39,22 @@ $(CUDA_DIR)/lib/libcudart_static.a:
 	cp $(CUDA_LIBDIR) $@
 
 cuda: cuda-lib
-	go build -tags cuda ./...
+	$(CUDA_GOENV) go build -tags cuda ./...
 
 cuda-vet: cuda-lib
 	go vet -tags cuda ./kernels/cuda/...
 
+# Go's build cache does not see libdsv4cuda.a (it enters through #cgo LDFLAGS), so a
+# rebuilt library would not be relinked: the library's hash goes into CGO_LDFLAGS (an
+# absolute symbol nothing references), which Go does hash.
+CUDA_LIB_HASH = $(shell cat $(CUDA_LIB) $(CUDA_DIR)/lib/libcudart_static.a 2>/dev/null | sha256sum | cut -c1-16)
+CUDA_GOENV    = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} -Wl,--defsym=dsv4cuda_lib_$(CUDA_LIB_HASH)=0"
+
 # Binaries carried to the GPU machine (out/ is git-ignored).
 cuda-bins: cuda-lib
 	@mkdir -p out/cuda
-	go test -c -tags cuda -o out/cuda/kernels-cuda.test ./kernels/cuda
-	go build -tags cuda -o out/cuda/cudabench ./kernels/cuda/cmd/cudabench
+	$(CUDA_GOENV) go test -c -tags cuda -o out/cuda/kernels-cuda.test ./kernels/cuda
+	$(CUDA_GOENV) go build -tags cuda -o out/cuda/cudabench ./kernels/cuda/cmd/cudabench
 
 cuda-clean:
 	rm -rf $(CUDA_DIR)/lib out/cuda

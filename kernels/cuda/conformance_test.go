@@ -561,3 +561,56 @@ func TestQGEMMGrouped(t *testing.T) {
 		ws.Free()
 	}
 }
+
+// TestQGEMMDecodeSplits runs the decode kernel (M <= 16) with forced split-K factors over
+// blocks (1: in-block reduction only; 2, 3, 7: float32 atomics, uneven last split) on
+// shapes where the automatic choice would not pick them, for every format.
+func TestQGEMMDecodeSplits(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := d.Stream()
+	for _, c := range []qcase{{NVFP4, 200, 1408}, {MXFP4, 136, 1408}, {FP8Block, 130, 1408}} {
+		p, ref := packRandom(t, r, c)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		for _, m := range []int{1, 2, 5, 9, 16} {
+			for _, splits := range []int{1, 2, 3, 7} {
+				acc := splits%2 == 0
+				name := fmt.Sprintf("%v/%dx%d/M=%d/splits=%d/acc=%v", c.f, c.n, c.k, m, splits, acc)
+				xb, xv := bf16Acts(r, m*c.k)
+				xbuf, err := d.Alloc(int64(len(xb)))
+				must(t, err, xbuf.Upload(xb))
+				ybuf, err := d.Alloc(int64(4 * m * c.n))
+				must(t, err)
+				y0 := randF32(r, m*c.n, 1)
+				if !acc {
+					poison(y0)
+				}
+				must(t, ybuf.UploadF32(y0), st.QGEMMSplit(w, xbuf, ybuf, m, acc, splits))
+				got := make([]float32, m*c.n)
+				must(t, ybuf.DownloadF32(got))
+				for i := 0; i < m; i++ {
+					for j := 0; j < c.n; j++ {
+						var s, sa float64
+						for kk := 0; kk < c.k; kk++ {
+							p := ref[j*c.k+kk] * xv[i*c.k+kk]
+							s += p
+							sa += math.Abs(p)
+						}
+						if acc {
+							s += float64(y0[i*c.n+j])
+							sa += math.Abs(float64(y0[i*c.n+j]))
+						}
+						g := float64(got[i*c.n+j])
+						if math.IsNaN(g) || math.Abs(g-s) > sa*0x1p-14+1e-30 {
+							t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
+						}
+					}
+				}
+				xbuf.Free()
+				ybuf.Free()
+			}
+		}
+		w.Free()
+	}
+}

@@ -93,6 +93,42 @@ __device__ __forceinline__ uint32_t comp(const uint4 &v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// Environment switches, read once per process. DSV4GO_PDL=1: programmatic dependent launch
+// for the decode kernels. DSV4GO_GEMV_OLD=1: the first decode kernel (qgemv_kernel) instead
+// of qgemv2_kernel everywhere (the benchmark's before/after).
+static bool env_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && v[0] == '1';
+}
+static bool gemv_pdl() {
+  static const bool on = env_flag("DSV4GO_PDL");
+  return on;
+}
+static bool gemv_old() {
+  static const bool on = env_flag("DSV4GO_GEMV_OLD");
+  return on;
+}
+// Benchmark knobs of the decode kernel (-1 = automatic): DSV4GO_GEMV2_LGKW forces log2 of
+// the K-slices per block (0..3), DSV4GO_GEMV2_MINBLOCKS the grid size under which K is also
+// split over blocks.
+static int env_int(const char *name, int def) {
+  const char *v = getenv(name);
+  return (v && v[0]) ? atoi(v) : def;
+}
+static int gemv2_lgkw() {
+  static const int v = env_int("DSV4GO_GEMV2_LGKW", -1);
+  return v;
+}
+// DSV4GO_GEMV2_ALL=1: the second decode kernel for every decode GEMV (grouped too).
+static bool gemv2_all() {
+  static const bool on = env_flag("DSV4GO_GEMV2_ALL");
+  return on;
+}
+static int gemv2_minblocks() {
+  static const int v = env_int("DSV4GO_GEMV2_MINBLOCKS", 16);
+  return v;
+}
+
 // Per-format constants: uint4 per lane per 64-K tile (WQ), scale words per lane per tile (SW).
 template <int FMT> struct Fmt;
 template <> struct Fmt<DSV4C_FMT_NVFP4> {
@@ -458,6 +494,268 @@ __global__ void __launch_bounds__(WARPS * 32)
   store_acc<RT, MT>(acc, rt0, ntiles, 0, a_scale, y, N, M, N, lane, mode == 1, accumulate != 0);
 }
 
+// ---- decode GEMV/GEMM v2 (M <= 16 tokens per group; the default decode path) ----
+//
+// Built for the batch-1 decode step, where a weight matrix of a few MB must stream from HBM
+// with as little fixed cost per launch as possible:
+//  - a block is 8 warps laid out as RW row tiles x KW K-slices (RW * KW = 8); each warp owns
+//    one 16-row tile and a contiguous run of 128-K chunks of the block's K range, so a
+//    warp's weights are one contiguous stretch of 512-byte tiles (coalesced 16-byte loads);
+//  - every warp issues its first three batches of weight loads (12 x 16 bytes per lane for
+//    the FP4 formats) before anything else, then the block stages x (only the M real token
+//    rows) in shared memory, so the x round trip overlaps the weight round trip; the three
+//    batches then rotate, so two or three stay in flight while one is computed;
+//  - the K-slices of a row tile are reduced through shared memory inside the block: no
+//    memset node and no float32 atomics unless the launcher also splits K over blocks
+//    (gridDim.y > 1: tiny N, or x rows that would not fit in shared memory);
+//  - RW = 1 for M <= 8 (most blocks; x is re-read from L2 per row tile, <= 2x the weight
+//    bytes at M = 8), RW = 8 for M > 8 so that x stays under half the weight bytes.
+// Measured on the H200 (BENCHMARKS.md): it wins where the fixed cost of a launch dominates
+// (matrices of a few MB at M <= 8: routed experts, wkv); the first decode kernel (above)
+// streams large matrices faster, so launch_gemv picks between the two.
+template <int FMT> struct GBatch {
+  static constexpr int UC = FMT == DSV4C_FMT_FP8B ? 1 : 2; // 128-K chunks per batch
+  uint4 w[UC][2 * Fmt<FMT>::WQ];
+  uint32_t s[UC];
+};
+
+template <int FMT, int MT>
+__global__ void __launch_bounds__(256)
+    qgemv2_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, long long wstride,
+                  long long sstride, int ntiles, int K, float alpha,
+                  const float *__restrict__ alphas, const int *__restrict__ ids,
+                  const __nv_bfloat16 *__restrict__ x, long long xstride, float *__restrict__ y,
+                  long long ystride, int M, int N, int kb, int lgkw, int accumulate, int E,
+                  int atomic) {
+  constexpr int WQ = Fmt<FMT>::WQ;
+  constexpr int UC = GBatch<FMT>::UC;
+  extern __shared__ uint4 smem[];
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int KW = 1 << lgkw, RW = 8 >> lgkw;
+  const int kw = warp >> (3 - lgkw), rw = warp & (RW - 1);
+  const int grp = blockIdx.z;
+  int e = grp;
+  if (ids) { // expert ids come from the previous kernel (the router): wait for it first
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    e = ids[grp];
+  }
+  if (e < 0 || e >= E) return; // invalid expert id: group left untouched (uniform per block)
+  w += (size_t)e * wstride;
+  sc += (size_t)e * sstride;
+  const float a_scale = alphas ? alphas[e] * alpha : alpha;
+  x += (size_t)grp * xstride;
+  y += (size_t)grp * ystride;
+
+  const int kbeg = blockIdx.y * kb;
+  const int nk = min(K, kbeg + kb) - kbeg; // multiple of 128, > 0 by construction
+  const int nchb = nk / 128;
+  const int pc = (nchb + KW - 1) >> lgkw;    // chunks per K-slice
+  const int cw0 = kw * pc;                   // this warp's first chunk in the block's range
+  const int nc = max(0, min(nchb, cw0 + pc) - cw0);
+  const int rt = blockIdx.x * RW + rw;
+  const bool active = rt < ntiles && nc > 0; // warp-uniform
+  const int rtc = min(rt, ntiles - 1);
+  const int KT = K / 64;
+  const int kt0 = kbeg / 64 + 2 * cw0;
+  const uint4 *wp = w + ((size_t)rtc * KT + kt0) * (32 * WQ) + lane * WQ;
+  const uint8_t *sp;
+  if (FMT == DSV4C_FMT_NVFP4)
+    sp = sc + ((size_t)rtc * KT + kt0) / 2 * 128 + lane * 4;
+  else if (FMT == DSV4C_FMT_MXFP4)
+    sp = sc + ((size_t)rtc * KT + kt0) / 2 * 64 + g * 8 + (t >> 1) * 4;
+  else
+    sp = sc + (size_t)(rtc >> 3) * (KT / 2) + (kt0 >> 1);
+
+  auto load = [&](GBatch<FMT> &b, int cb) {
+#pragma unroll
+    for (int u = 0; u < UC; u++) {
+      const int c = cb + u;
+      if (c < nc) {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int i = 0; i < WQ; i++) b.w[u][h * WQ + i] = ldg_stream(wp + (size_t)(2 * c + h) * (32 * WQ) + i);
+        if (FMT == DSV4C_FMT_FP8B)
+          b.s[u] = __ldg(sp + c);
+        else
+          b.s[u] = __ldg(reinterpret_cast<const uint32_t *>(sp + (size_t)c * (FMT == DSV4C_FMT_NVFP4 ? 128 : 64)));
+      } else {
+#pragma unroll
+        for (int q = 0; q < 2 * WQ; q++) b.w[u][q] = make_uint4(0, 0, 0, 0);
+        b.s[u] = 0;
+      }
+    }
+  };
+
+  const int nb = (nc + UC - 1) / UC;
+  GBatch<FMT> b0, b1, b2; // three batches in flight (24 x 16 bytes per lane for FP4)
+  if (active) {
+    load(b0, 0);
+    if (nb > 1) load(b1, UC);
+    if (nb > 2) load(b2, 2 * UC);
+  }
+
+  // With DSV4GO_PDL=1 the next kernel may launch now; this one waits for the previous grid
+  // only here, after its first weight loads are in flight (weights never depend on it).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+
+  __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(smem); // [M][nk + 8]
+  const int XR = nk + 8;
+  {
+    const int segs = nk / 8;
+    for (int i = threadIdx.x; i < M * segs; i += 256) {
+      const int row = i / segs, seg = i - row * segs;
+      cp_async16(xs + row * XR + seg * 8, x + (size_t)row * K + kbeg + seg * 8, true);
+    }
+    cp_commit();
+    cp_wait<0>();
+    __syncthreads();
+  }
+
+  float acc[1][MT][4] = {}; // float32 accumulators, zeroed
+
+  auto compute = [&](const GBatch<FMT> &b, int cb) {
+#pragma unroll
+    for (int u = 0; u < UC; u++) {
+      const int c = cb + u;
+      if (c < nc) {
+        const int kloc = (cw0 + c) * 128;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          uint32_t bx[MT][8];
+#pragma unroll
+          for (int n = 0; n < MT; n++) {
+            const int row = n * 8 + g;
+            if (row < M) {
+              const uint4 *src = reinterpret_cast<const uint4 *>(xs + row * XR + kloc + h * 64 + 16 * t);
+              const uint4 lo = src[0], hi = src[1];
+              bx[n][0] = lo.x; bx[n][1] = lo.y; bx[n][2] = lo.z; bx[n][3] = lo.w;
+              bx[n][4] = hi.x; bx[n][5] = hi.y; bx[n][6] = hi.z; bx[n][7] = hi.w;
+            } else {
+#pragma unroll
+              for (int q = 0; q < 8; q++) bx[n][q] = 0;
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            uint32_t a[4];
+            decode_a<FMT>(&b.w[u][h * WQ], b.s[u], h, j, a);
+#pragma unroll
+            for (int n = 0; n < MT; n++) mma16816(acc[0][n], a, bx[n][2 * j], bx[n][2 * j + 1]);
+          }
+        }
+      }
+    }
+  };
+
+  if (active) {
+    for (int bi = 0; bi < nb; bi += 3) {
+      compute(b0, bi * UC);
+      if (bi + 3 < nb) load(b0, (bi + 3) * UC);
+      if (bi + 1 < nb) {
+        compute(b1, (bi + 1) * UC);
+        if (bi + 4 < nb) load(b1, (bi + 4) * UC);
+      }
+      if (bi + 2 < nb) {
+        compute(b2, (bi + 2) * UC);
+        if (bi + 5 < nb) load(b2, (bi + 5) * UC);
+      }
+    }
+  }
+
+  // reduce the KW K-slices of each row tile in shared memory (fixed order: deterministic)
+  if (KW > 1) {
+    float *red = reinterpret_cast<float *>(xs + M * XR); // [(KW-1)*RW][MT*4][32]
+    if (kw > 0) {
+#pragma unroll
+      for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+          red[(((kw - 1) * RW + rw) * MT * 4 + n * 4 + q) * 32 + lane] = acc[0][n][q];
+    }
+    __syncthreads();
+    if (kw == 0) {
+      for (int s = 1; s < KW; s++) {
+#pragma unroll
+        for (int n = 0; n < MT; n++)
+#pragma unroll
+          for (int q = 0; q < 4; q++)
+            acc[0][n][q] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + q) * 32 + lane];
+      }
+    }
+  }
+  if (kw != 0 || rt >= ntiles) return;
+  store_acc<1, MT>(acc, rt, ntiles, 0, a_scale, y, N, M, N, lane, atomic != 0, accumulate != 0);
+}
+
+constexpr int GEMV2_SMEM_MAX = 100 * 1024; // x rows + reduction scratch, bytes
+
+template <int FMT, int MT>
+int launch_gemv2(const void *w, const void *sc, long long wstride, long long sstride, int N,
+                 int npad, int K, float alpha, const float *alphas, const int *ids,
+                 const void *x, float *y, int M, int G, int accumulate, int splits,
+                 cudaStream_t st, int E) {
+  const int ntiles = npad / 16;
+  const int kch = K / 128;
+  // RW row tiles per block (above), the rest of the 8 warps split K; fewer K-slices when a
+  // slice would get fewer than 4 chunks.
+  int lgrw = M <= 8 ? 0 : 3;
+  int lgkw = 3 - lgrw;
+  while (lgkw > 0 && kch < 4 << lgkw) lgkw--;
+  if (gemv2_lgkw() >= 0 && gemv2_lgkw() <= 3) lgkw = gemv2_lgkw();
+  const int RW = 8 >> lgkw;
+  const int rowBlocks = (ntiles + RW - 1) / RW;
+  if (splits <= 0) { // split K over blocks only when the grid would be tiny
+    const int blocks = rowBlocks * G;
+    const int minb = gemv2_minblocks();
+    splits = blocks >= minb ? 1 : (2 * minb + blocks - 1) / blocks;
+  }
+  auto xbytes = [&](int s) { return (size_t)M * (((kch + s - 1) / s) * 128 + 8) * 2; };
+  const size_t red = (size_t)((1 << lgkw) - 1) * RW * MT * 4 * 32 * sizeof(float);
+  while (splits < kch && xbytes(splits) + red > (size_t)GEMV2_SMEM_MAX) splits++;
+  if (splits > kch) splits = kch;
+  const int per = (kch + splits - 1) / splits;
+  splits = (kch + per - 1) / per;
+  const size_t smem = xbytes(splits) + red;
+  if (smem > (size_t)GEMV2_SMEM_MAX) return DSV4C_ERR_SHAPE;
+  const int atomic = splits > 1;
+  if (atomic && !accumulate) {
+    cudaError_t e = cudaMemsetAsync(y, 0, (size_t)G * M * N * sizeof(float), st);
+    if (e != cudaSuccess) return (int)e;
+  }
+  auto kern = qgemv2_kernel<FMT, MT>;
+  static bool attr_set = false; // per instantiation; benign race (idempotent)
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMV2_SMEM_MAX);
+    if (e != cudaSuccess) return (int)e;
+    attr_set = true;
+  }
+  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(rowBlocks, splits, G);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  int na = 0;
+  if (gemv_pdl()) {
+    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[na].val.programmaticStreamSerializationAllowed = 1;
+    na++;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = na;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc,
+                                       (long long)(wstride / 16), (long long)sstride, ntiles, K,
+                                       alpha, alphas, ids, (const __nv_bfloat16 *)x,
+                                       (long long)M * K, y, (long long)M * N, M, N, per * 128,
+                                       lgkw, accumulate, ids ? E : G, atomic);
+  return (int)err;
+}
+
 // ---- prefill-shaped GEMM (large M): multistage cp.async pipeline ----
 //
 // Block: 8 warps x 2 row tiles = 256 weight rows, 64 tokens; K in 128-input chunks staged
@@ -617,6 +915,13 @@ template <int FMT, int MT>
 int launch_gemv(const void *w, const void *sc, long long wstride, long long sstride, int N,
                 int npad, int K, float alpha, const float *alphas, const int *ids, const void *x,
                 float *y, int M, int G, int accumulate, int splits, cudaStream_t st, int E = 1) {
+  // The second kernel where a launch's fixed cost dominates: one matrix (not grouped) of at
+  // most 8 MB of packed weights, M <= 8. DSV4GO_GEMV2_ALL=1 / DSV4GO_GEMV_OLD=1 force one.
+  const size_t wbytes = (size_t)npad * K / (FMT == DSV4C_FMT_FP8B ? 1 : 2);
+  const bool v2 = !gemv_old() && (gemv2_all() || (G == 1 && M <= 8 && wbytes <= ((size_t)8 << 20)));
+  if (v2)
+    return launch_gemv2<FMT, MT>(w, sc, wstride, sstride, N, npad, K, alpha, alphas, ids, x, y, M,
+                                 G, accumulate, splits, st, E);
   constexpr int RT = 2, WARPS = 4, TOK = MT * 8;
   const int ntiles = npad / 16;
   const int rowBlocks = (ntiles + WARPS * RT - 1) / (WARPS * RT);
@@ -668,10 +973,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   cfg.stream = st;
   // Programmatic dependent launch is opt-in (DSV4GO_PDL=1): on the H200 it made back-to-back
   // GEMVs slower (early-launched dependents hold SM slots), see BENCHMARKS.md.
-  static int use_pdl = [] {
-    const char *v = getenv("DSV4GO_PDL");
-    return (v && v[0] == '1') ? 1 : 0;
-  }();
+  const bool use_pdl = gemv_pdl();
   cudaLaunchAttribute attr[2];
   int na = 0;
   if (use_pdl) {

@@ -23,31 +23,19 @@ import (
 // processes on 127.0.0.1 (binaries built into t.TempDir()), on the
 // embedded trained dsv4-tiny model, and compare with a co-located engine.
 
-var (
-	binOnce                    sync.Once
-	pdBin, routeBin, serverBin string
-	binErr                     error
-)
+var pdBin, routeBin, serverBin string
 
+// buildBins builds examples/pd, examples/router and examples/server into
+// t.TempDir().
 func buildBins(t *testing.T) {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dsv4-pd-bins")
-		if err != nil {
-			binErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./examples/pd", "./examples/router", "./examples/server")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		pdBin, routeBin, serverBin = filepath.Join(dir, "pd"), filepath.Join(dir, "router"), filepath.Join(dir, "server")
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./examples/pd", "./examples/router", "./examples/server")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	pdBin, routeBin, serverBin = filepath.Join(dir, "pd"), filepath.Join(dir, "router"), filepath.Join(dir, "server")
 }
 
 type proc struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nikolalohinski/gonja/v2"
 	"github.com/nikolalohinski/gonja/v2/builtins"
+	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
@@ -99,6 +101,7 @@ type budget struct {
 	maxAlloc int64 // bound on all built values together, bytes
 	alloc    int64 // built so far
 	err      error
+	lastErr  error // the last error one of this package's filters returned
 }
 
 // check is called once per loop iteration and macro call.
@@ -269,6 +272,16 @@ func instrument(root *nodes.Template) {
 				}
 				o.Expression, o.Alternative = wrap(o.Expression), wrap(o.Alternative)
 			}
+			if fcs, ok := interfaceOf(v).(*controlStructures.ForControlStructure); ok && fcs.ObjectEvaluator != nil {
+				tok := fcs.ObjectEvaluator.Position()
+				if tok == nil {
+					tok = &tokens.Token{}
+				}
+				fcs.ObjectEvaluator = &nodes.FilteredExpression{
+					Expression: fcs.ObjectEvaluator,
+					Filters:    []*nodes.FilterCall{{Token: tok, Name: iterFilter, Kwargs: map[string]nodes.Expression{}}},
+				}
+			}
 			if v.Type() == wrapperType && v.CanInterface() {
 				w := v.Interface().(*nodes.Wrapper)
 				tok := w.Location
@@ -316,6 +329,14 @@ func instrument(root *nodes.Template) {
 		}
 	}
 	walk(reflect.ValueOf(root), 0)
+}
+
+// interfaceOf is v.Interface(), or nil where reflection forbids it.
+func interfaceOf(v reflect.Value) any {
+	if !v.CanInterface() {
+		return nil
+	}
+	return v.Interface()
 }
 
 // orderedDictCall returns the dict literal equivalent to a call
@@ -390,6 +411,7 @@ func hfEnvironment() *exec.Environment {
 		_ = filters.Replace("dictsort", filterDictSort)
 		_ = filters.Register(addFilter, filterAdd)
 		_ = filters.Register(callFilter, filterCall)
+		_ = filters.Register(iterFilter, filterIter)
 		for _, n := range append(builtinFilterNames, mulFilter, powFilter, modFilter, divFilter, floorDivFilter, printFilter, concatFilter, addFilter) {
 			if f, ok := filters.Get(n); ok {
 				_ = filters.Replace(n, boundFilter(f, n))
@@ -524,6 +546,11 @@ func (j *Jinja) Render(ctx context.Context, vars map[string]any) (out string, er
 		now = time.Now
 	}
 	data["strftime_now"] = func(format string) string { return strftime(now(), format) }
+	data["raise_exception"] = func(msg string) (string, error) {
+		_, err := raiseException(msg)
+		b.lastErr = err // gonja flattens errors into text; keep its type
+		return "", err
+	}
 	data["range"] = func(va *exec.VarArgs) ([]int, error) {
 		r, err := pyRange(va)
 		if err != nil && errors.Is(err, ErrLimit) && b.err == nil {
@@ -557,10 +584,23 @@ func raiseException(msg string) (string, error) {
 }
 
 // classifyRenderError maps a gonja render error onto this package's
-// sentinels, keeping the innermost message.
+// sentinels with a short message: the innermost cause and the template
+// line ("division by zero at line 3"), without gonja's node and token
+// dumps.
 func classifyRenderError(err error, b *budget) error {
+	full := err.Error()
+	where := ""
+	if m := tokenLineRe.FindAllStringSubmatch(full, -1); len(m) > 0 {
+		where = " at line " + m[len(m)-1][1]
+	} else if m := atLineRe.FindAllStringSubmatch(full, -1); len(m) > 0 {
+		where = " at line " + m[len(m)-1][1]
+	}
 	if b.err != nil {
-		return b.err
+		return fmt.Errorf("%w%s", b.err, where)
+	}
+	var re *raisedError
+	if errors.As(err, &re) || (errors.As(b.lastErr, &re) && strings.Contains(full, re.msg)) {
+		return fmt.Errorf("%w: raise_exception: %s", ErrRender, re.msg)
 	}
 	cause := err
 	for {
@@ -575,20 +615,57 @@ func classifyRenderError(err error, b *budget) error {
 		}
 		cause = next
 	}
-	switch {
-	case errors.Is(err, ErrLimit) || errors.Is(cause, ErrLimit):
-		return fmt.Errorf("%w: %v", ErrLimit, cause)
-	case errors.Is(err, ErrUnserializable) || errors.Is(cause, ErrUnserializable):
-		return fmt.Errorf("%w: %v", ErrUnserializable, cause)
-	}
-	var re *raisedError
-	if errors.As(err, &re) {
-		return fmt.Errorf("%w: raise_exception: %s", ErrRender, re.msg)
-	}
 	if _, ok := cause.(*raisedError); ok {
 		return fmt.Errorf("%w: raise_exception: %s", ErrRender, cause.Error())
 	}
-	return fmt.Errorf("%w: %v", ErrRender, err)
+	// gonja flattens the errors filters and methods return into text; the
+	// filters of this package keep the last one with its type, and the
+	// sentinels' texts are recognised.
+	for _, sentinel := range []error{ErrLimit, ErrUnserializable} {
+		if i := strings.LastIndex(full, sentinel.Error()+": "); i >= 0 && !errors.Is(cause, sentinel) {
+			rest := full[i+len(sentinel.Error())+2:]
+			if j := strings.Index(rest, " &{<Token"); j >= 0 {
+				rest = rest[:j]
+			}
+			return fmt.Errorf("%w: %s%s", sentinel, strings.TrimSuffix(strings.TrimSpace(rest), ":"), where)
+		}
+	}
+	if b.lastErr != nil && strings.Contains(full, b.lastErr.Error()) {
+		cause = b.lastErr
+	}
+	switch {
+	case errors.Is(cause, ErrLimit) || errors.Is(err, ErrLimit):
+		return fmt.Errorf("%w%s", cause, where)
+	case errors.Is(cause, ErrUnserializable) || errors.Is(err, ErrUnserializable):
+		return fmt.Errorf("%w%s", cause, where)
+	case cause == b.lastErr:
+		return fmt.Errorf("%w: %v%s", ErrRender, cause, where)
+	}
+	return fmt.Errorf("%w: %s%s", ErrRender, shortGonjaMessage(cause.Error()), where)
+}
+
+var (
+	tokenLineRe = regexp.MustCompile(`<Token\[[^\]]*\] Val='(?:[^'\\]|\\.)*' Pos=\d+ Line=(\d+)`)
+	atLineRe    = regexp.MustCompile(`\bat line (\d+)`)
+	tokenDumpRe = regexp.MustCompile(`&\{<Token\[[^\]]*\][^}]*\}`)
+	filterErrRe = regexp.MustCompile(`invalid call to filter '[^']*': `)
+)
+
+// shortGonjaMessage keeps the last, most specific part of a gonja error
+// text ("Unable to evaluate x: Unable to evaluate x.y: Can't use Getitem
+// on None" -> "Can't use Getitem on None").
+func shortGonjaMessage(s string) string {
+	if locs := filterErrRe.FindAllStringIndex(s, -1); len(locs) > 0 {
+		s = s[locs[len(locs)-1][1]:]
+	}
+	s = tokenDumpRe.ReplaceAllString(s, "")
+	parts := strings.Split(s, ": ")
+	for i := len(parts) - 1; i >= 0; i-- {
+		if p := strings.TrimSpace(parts[i]); p != "" {
+			return p
+		}
+	}
+	return strings.TrimSpace(s)
 }
 
 // JinjaInput holds what transformers' apply_chat_template passes to a

@@ -2,6 +2,7 @@ package template
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -55,6 +56,22 @@ func (b *budget) fits(what string, n int) error {
 		return b.err
 	}
 	return nil
+}
+
+// spend counts n loop steps (items a for loop walks before its body).
+func (b *budget) spend(n int) error {
+	if b.err != nil {
+		return b.err
+	}
+	b.steps += n
+	if b.steps > b.maxSteps {
+		b.err = fmt.Errorf("%w: more than %d loop iterations and macro calls", ErrLimit, b.maxSteps)
+		return b.err
+	}
+	if b.ctx.Err() != nil {
+		b.err = fmt.Errorf("%w: render stopped: %v", ErrLimit, context.Cause(b.ctx))
+	}
+	return b.err
 }
 
 // charge counts a built value of n bytes against both bounds.
@@ -113,6 +130,10 @@ func valueSize(v any, limit int) int {
 				return
 			}
 			n += elemOverhead * rv.Len()
+			switch rv.Type().Elem().Kind() {
+			case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64, reflect.Bool:
+				return
+			}
 			if rv.Type().Elem().Kind() == reflect.String {
 				for i := range rv.Len() {
 					n += rv.Index(i).Len()
@@ -182,12 +203,24 @@ func sameBacking(in, out *exec.Value) bool {
 }
 
 // resultCheck charges a filter's or call's result to the render's budget.
+// An error result is kept as the render's last error (gonja flattens it
+// into text), and a limit error stops the render.
 func resultCheck(ev *exec.Evaluator, what string, in, out *exec.Value) *exec.Value {
-	if out == nil || out.IsError() {
+	b, ok := budgetOf(ev)
+	if out == nil || !ok {
 		return out
 	}
-	b, ok := budgetOf(ev)
-	if !ok || sameBacking(in, out) {
+	if out.IsError() {
+		if e, isErr := out.Interface().(error); isErr && (in == nil || !in.IsError()) &&
+			(b.lastErr == nil || !strings.Contains(e.Error(), b.lastErr.Error())) {
+			b.lastErr = e
+			if errors.Is(e, ErrLimit) && b.err == nil {
+				b.err = e
+			}
+		}
+		return out
+	}
+	if sameBacking(in, out) {
 		return out
 	}
 	if err := b.charge(what, valueSize(out, b.maxValue)); err != nil {
@@ -255,6 +288,13 @@ func preFilterSize(name string, in *exec.Value, va *exec.VarArgs) int {
 			k = min(k, c.Integer())
 		}
 		return len(s) + k*max(len(nw.String())-len(o), 0)
+	case "batch", "slice", "map", "select", "reject", "selectattr", "rejectattr", "unique", "sort", "groupby":
+		if in.IsString() {
+			return 2 * (elemOverhead + 4) * utf8.RuneCountInString(in.String())
+		}
+		if in.IsList() {
+			return valueSize(in, 1<<62) + elemOverhead*in.Len()
+		}
 	case "wordwrap", "escape", "e", "forceescape", "urlize", "urlencode", "xmlattr":
 		// At most six bytes per input byte (&quot;), plus breaks.
 		return 6 * len(in.String())
@@ -276,6 +316,15 @@ func boundFilter(f exec.FilterFunction, name string) exec.FilterFunction {
 				if err := b.fits(what, n); err != nil {
 					return exec.AsValue(err)
 				}
+			}
+			if iteratingFilters[name] && in.IsString() {
+				// gonja indexes a string by converting it to runes for
+				// every item (quadratic); hand it the characters instead.
+				chars := filterIter(ev, in, nil)
+				if chars.IsError() {
+					return chars
+				}
+				in = chars
 			}
 		}
 		return resultCheck(ev, what, in, f(ev, in, va))
@@ -331,9 +380,16 @@ var (
 func boundStrMethod(m exec.Method[string], name string) exec.Method[string] {
 	return func(self string, v *exec.Value, va *exec.VarArgs) (any, error) {
 		if n := preMethodSize(name, self, va); n > methodValueCap {
+			if name == "format" || name == "format_map" {
+				return nil, fmt.Errorf("%w: str.%s field width over %d", ErrLimit, name, maxWidthArg)
+			}
 			return nil, limitValue("str."+name, n, methodValueCap)
 		}
-		return m(self, v, va)
+		out, err := m(self, v, va)
+		if rv := reflect.ValueOf(out); err == nil && rv.Kind() == reflect.String && rv.Type() != reflect.TypeFor[string]() {
+			out = rv.String() // gonja's pystring results behave as str
+		}
+		return out, err
 	}
 }
 
@@ -384,4 +440,44 @@ func filterAdd(ev *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value 
 		return exec.AsValue(as + bs)
 	}
 	return exec.AsValue(a.Integer() + b.Integer())
+}
+
+// iteratingFilters are the filters that iterate over their input; a
+// string input is handed to them as a list of its characters.
+var iteratingFilters = map[string]bool{
+	"batch": true, "slice": true, "map": true, "select": true, "reject": true,
+	"selectattr": true, "rejectattr": true, "unique": true, "sort": true,
+	"groupby": true, "sum": true, "min": true, "max": true, "join": true, "list": true,
+}
+
+// iterFilter is applied by the AST pass to the iterable of every for
+// loop: gonja first walks all items (evaluating the loop's if clause),
+// so the items are counted as steps up front; a string becomes the list
+// of its characters (charged to the budget), other values pass through.
+const iterFilter = "\x00iter"
+
+func filterIter(ev *exec.Evaluator, in *exec.Value, va *exec.VarArgs) *exec.Value {
+	if in == nil || in.IsError() || isPyNone(in) {
+		return in
+	}
+	if b, ok := budgetOf(ev); ok && va != nil && (in.IsList() || in.IsDict()) {
+		if err := b.spend(in.Len()); err != nil {
+			return exec.AsValue(err)
+		}
+	}
+	if !in.IsString() {
+		return in
+	}
+	s := in.String()
+	n := utf8.RuneCountInString(s)
+	if b, ok := budgetOf(ev); ok {
+		if err := b.charge("iterating a string", (elemOverhead+4)*n); err != nil {
+			return exec.AsValue(err)
+		}
+	}
+	out := make([]string, 0, n)
+	for _, r := range s {
+		out = append(out, string(r))
+	}
+	return exec.AsValue(out)
 }

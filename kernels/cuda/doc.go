@@ -22,6 +22,14 @@
 // most 6 significant bits, which bf16 holds; the remaining power of two and NVFP4's global
 // scale are Packed.Alpha, applied to the float32 accumulators.
 //
+// Decode (M <= 16 tokens) uses two GEMV kernels, chosen per call (csrc/qgemm.cu): for one
+// matrix of at most 8 MB at M <= 8, a kernel that keeps split-K inside the block (no memset
+// node, no atomics) and issues its weight loads before staging x; otherwise, and for grouped
+// MoE launches, a kernel that splits K over many small blocks with float32 atomics. Timings
+// on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches for benchmarks:
+// DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one decode kernel, DSV4GO_PDL=1 enables
+// programmatic dependent launch.
+//
 // Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its
 // name; shape problems match ErrShape with errors.Is.
 //

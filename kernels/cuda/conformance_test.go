@@ -378,31 +378,39 @@ func TestQGEMMConformance(t *testing.T) {
 				if err := st.QGEMMSplit(w, xbuf, ybuf, m, acc, splits); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				got := make([]float32, m*c.n)
-				must(t, ybuf.DownloadF32(got))
-				for i := 0; i < m; i++ {
-					for j := 0; j < c.n; j++ {
-						var s, sa float64
-						for kk := 0; kk < c.k; kk++ {
-							p := ref[j*c.k+kk] * xv[i*c.k+kk]
-							s += p
-							sa += math.Abs(p)
-						}
-						if acc {
-							s += float64(y0[i*c.n+j])
-							sa += math.Abs(float64(y0[i*c.n+j]))
-						}
-						g := float64(got[i*c.n+j])
-						if math.IsNaN(g) || math.Abs(g-s) > sa*0x1p-14+1e-30 {
-							t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
-						}
-					}
-				}
+				checkQGEMM(t, name, ybuf, ref, xv, y0, m, c.n, c.k, acc)
 				xbuf.Free()
 				ybuf.Free()
 			}
 		}
 		w.Free()
+	}
+}
+
+// checkQGEMM downloads y [m][n] from ybuf and compares it with the float64 product of x [m][k]
+// and the dequantized weight ref [n][k] (plus y0 when acc): the error bound is 2^-14 of
+// sum |w x| (float32 accumulation of exact bf16 products).
+func checkQGEMM(t *testing.T, name string, ybuf *Buffer, ref, xv []float64, y0 []float32, m, n, k int, acc bool) {
+	t.Helper()
+	got := make([]float32, m*n)
+	must(t, ybuf.DownloadF32(got))
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s, sa float64
+			for kk := 0; kk < k; kk++ {
+				p := ref[j*k+kk] * xv[i*k+kk]
+				s += p
+				sa += math.Abs(p)
+			}
+			if acc {
+				s += float64(y0[i*n+j])
+				sa += math.Abs(float64(y0[i*n+j]))
+			}
+			g := float64(got[i*n+j])
+			if math.IsNaN(g) || math.Abs(g-s) > sa*0x1p-14+1e-30 {
+				t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
+			}
+		}
 	}
 }
 
@@ -587,26 +595,7 @@ func TestQGEMMDecodeSplits(t *testing.T) {
 					poison(y0)
 				}
 				must(t, ybuf.UploadF32(y0), st.QGEMMSplit(w, xbuf, ybuf, m, acc, splits))
-				got := make([]float32, m*c.n)
-				must(t, ybuf.DownloadF32(got))
-				for i := 0; i < m; i++ {
-					for j := 0; j < c.n; j++ {
-						var s, sa float64
-						for kk := 0; kk < c.k; kk++ {
-							p := ref[j*c.k+kk] * xv[i*c.k+kk]
-							s += p
-							sa += math.Abs(p)
-						}
-						if acc {
-							s += float64(y0[i*c.n+j])
-							sa += math.Abs(float64(y0[i*c.n+j]))
-						}
-						g := float64(got[i*c.n+j])
-						if math.IsNaN(g) || math.Abs(g-s) > sa*0x1p-14+1e-30 {
-							t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
-						}
-					}
-				}
+				checkQGEMM(t, name, ybuf, ref, xv, y0, m, c.n, c.k, acc)
 				xbuf.Free()
 				ybuf.Free()
 			}

@@ -70,6 +70,10 @@ func FuzzJinja(f *testing.F) {
 	}
 	f.Add(`{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}`, `[]`)
 	f.Add(`{{ messages | tojson(indent=2, sort_keys=true) }}{{ 'x'.split() }}`, `[{"b": 1, "a": {}}]`)
+	for _, b := range valueBombs {
+		f.Add(b.src, `[]`)
+	}
+	f.Add(`{{ 1 // 0 }}{{ foo.bar.baz }}`, `[]`)
 	f.Fuzz(func(t *testing.T, src, messages string) {
 		j, err := ParseJinja(src, &JinjaOptions{MaxOutputBytes: 1 << 16, MaxSteps: 10_000, MaxDuration: time.Second})
 		if err != nil {

@@ -575,7 +575,13 @@ func operands(in *exec.Value) (a, b *exec.Value, err error) {
 	if !in.IsList() || in.Len() != 2 {
 		return nil, nil, fmt.Errorf("internal: operator operands")
 	}
-	return in.Index(0), in.Index(1), nil
+	a, b = in.Index(0), in.Index(1)
+	for _, v := range []*exec.Value{a, b} {
+		if e, ok := v.Interface().(error); ok && v.IsError() {
+			return nil, nil, e // an operand that failed: its error
+		}
+	}
+	return a, b, nil
 }
 
 func opErr(ev *exec.Evaluator, err error) *exec.Value {

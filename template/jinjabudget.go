@@ -295,11 +295,82 @@ func preFilterSize(name string, in *exec.Value, va *exec.VarArgs) int {
 		if in.IsList() {
 			return valueSize(in, 1<<62) + elemOverhead*in.Len()
 		}
+	case "tojson":
+		ind := 0
+		if v := arg(1, "indent"); v != nil {
+			switch {
+			case v.IsInteger():
+				ind = max(v.Integer(), 0)
+			case v.IsString():
+				ind = len(v.String())
+			case v.IsBool() && v.Bool():
+				ind = 1
+			}
+		}
+		// Strings may grow when escaped; the indentation is exact.
+		size := 2 * valueSize(in, 1<<40)
+		if ind > 0 {
+			size += (ind + 1) * indentUnits(in, (1<<40)/(ind+1))
+		}
+		return size
 	case "wordwrap", "escape", "e", "forceescape", "urlize", "urlencode", "xmlattr":
 		// At most six bytes per input byte (&quot;), plus breaks.
 		return 6 * len(in.String())
 	}
 	return -1
+}
+
+// indentUnits is the sum over the items of a value of their nesting
+// depth: the number of indent strings json.dumps(indent=...) writes.
+// Counting stops past limit.
+func indentUnits(v any, limit int) int {
+	n := 0
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		if n > limit || depth > maxJSONDepth+8 {
+			return
+		}
+		if xv, ok := v.(*exec.Value); ok {
+			if xv == nil {
+				return
+			}
+			v = xv.Interface()
+		}
+		if d, ok := v.(*exec.Dict); ok {
+			n += (depth + 1) * (len(d.Pairs) + 1)
+			for _, p := range d.Pairs {
+				walk(p.Value, depth+1)
+			}
+			return
+		}
+		rv := reflect.ValueOf(v)
+		switch rv.Kind() {
+		case reflect.Slice, reflect.Array:
+			if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+				return
+			}
+			n += (depth + 1) * (rv.Len() + 1)
+			for i := range rv.Len() {
+				if n > limit {
+					return
+				}
+				walk(rv.Index(i).Interface(), depth+1)
+			}
+		case reflect.Map:
+			n += (depth + 1) * (rv.Len() + 1)
+			it := rv.MapRange()
+			for it.Next() {
+				if n > limit {
+					return
+				}
+				if it.Value().CanInterface() {
+					walk(it.Value().Interface(), depth+1)
+				}
+			}
+		}
+	}
+	walk(v, 0)
+	return n
 }
 
 // boundFilter wraps a filter so that its result is checked against the

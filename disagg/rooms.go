@@ -35,7 +35,11 @@ const (
 	RoomSuccess                        // sent completely
 )
 
+// String returns the state's name as used in metric labels ("prefilling"...).
 func (s RoomState) String() string {
+	if s < RoomFailed || s > RoomSuccess {
+		return "unknown"
+	}
 	return [...]string{"failed", "bootstrapping", "prefilling", "ready", "transferring", "success"}[s]
 }
 

@@ -504,7 +504,9 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 // booleans, numbers, nil, or any value encoding/json can marshal (maps
 // then come out key-sorted). Errors: ErrRender (including
 // raise_exception, whose message is kept), ErrLimit (output size, steps,
-// recursion depth, time; ctx cancellation), ErrUnserializable.
+// recursion depth, time, the size of a built value or of all of them;
+// ctx cancellation), ErrUnserializable. Messages name the cause and the
+// template line ("division by zero at line 3").
 func (j *Jinja) Render(ctx context.Context, vars map[string]any) (out string, err error) {
 	if ctx == nil {
 		ctx = context.Background()

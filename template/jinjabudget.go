@@ -211,8 +211,9 @@ func resultCheck(ev *exec.Evaluator, what string, in, out *exec.Value) *exec.Val
 		return out
 	}
 	if out.IsError() {
-		if e, isErr := out.Interface().(error); isErr && (in == nil || !in.IsError()) &&
-			(b.lastErr == nil || !strings.Contains(e.Error(), b.lastErr.Error())) {
+		// Only the first (innermost) error is kept: errors travel outwards
+		// and each level wraps the one below.
+		if e, isErr := out.Interface().(error); isErr && b.lastErr == nil && (in == nil || !in.IsError()) {
 			b.lastErr = e
 			if errors.Is(e, ErrLimit) && b.err == nil {
 				b.err = e

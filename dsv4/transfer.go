@@ -31,23 +31,28 @@ func TransferKV(ctx context.Context, seq *Sequence, dst *Model) (*Sequence, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if seq == nil || seq.released {
-		return nil, fmt.Errorf("%w: transfer of a nil or released sequence", ErrSequence)
-	}
 	if dst == nil || dst.net == nil {
 		return nil, fmt.Errorf("%w: nil destination model", ErrSequence)
 	}
+	// Hold seq against a concurrent Prefill, Decode or Release for the move.
+	if err := seq.acquire(); err != nil {
+		return nil, fmt.Errorf("%w (transfer)", err)
+	}
 	if seq.net != dst.net {
 		if a, b := ConfigFingerprint(seq.net.cfg), ConfigFingerprint(dst.cfg); a != b {
+			seq.done()
 			return nil, fmt.Errorf("%w: source config %s, destination %s", ErrIncompatible, a[:12], b[:12])
 		}
 		if err := dst.net.validate(&seq.st); err != nil {
+			seq.done()
 			return nil, fmt.Errorf("%w: %w", ErrIncompatible, err)
 		}
 	}
 	out := &Sequence{net: dst.net, st: seq.st}
-	seq.st = SequenceState{}
-	seq.released = true
+	out.sync()
+	seq.st = SequenceState{} // the buffers now belong to out
+	seq.free()
+	seq.use.Store(useReleased)
 	return out, nil
 }
 
@@ -56,10 +61,18 @@ func TransferKV(ctx context.Context, seq *Sequence, dst *Model) (*Sequence, erro
 // servers adopt the state they just decoded off the wire. Errors: ErrSequence
 // when st does not fit the model (as Restore).
 func (m *Model) Adopt(st *SequenceState) (*Sequence, error) {
+	if m == nil || m.net == nil {
+		return nil, fmt.Errorf("%w: Adopt on a nil model", ErrInvalidParams)
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: Adopt of a nil state", ErrSequence)
+	}
 	if err := m.net.validate(st); err != nil {
 		return nil, err
 	}
-	return &Sequence{net: m.net, st: *st}, nil
+	out := &Sequence{net: m.net, st: *st}
+	out.sync()
+	return out, nil
 }
 
 // ChatPrompt renders and tokenizes req exactly as Chat and ChatStream would

@@ -103,3 +103,49 @@ func TestAdopt(t *testing.T) {
 		t.Fatalf("malformed state adopted: %v", err)
 	}
 }
+
+// TestTransferKVMisuse: a transfer never races a call on the same sequence: a busy
+// sequence is refused with ErrSequence and left intact; nil models and states give
+// typed errors.
+func TestTransferKVMisuse(t *testing.T) {
+	ctx := context.Background()
+	a := loadTestModel(t, "testdata/ckpt_hf_bf16")
+	seq := a.NewSequence()
+	if _, err := a.Prefill(ctx, seq, []int32{1, 2, 3, 4, 5}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the sequence as a running Prefill or Decode would.
+	if err := seq.acquire(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := TransferKV(ctx, seq, a); !errors.Is(err, ErrSequence) {
+		t.Fatalf("transfer of a busy sequence: %v, want ErrSequence", err)
+	}
+	seq.done()
+	if seq.Len() != 5 {
+		t.Fatalf("refused transfer changed the sequence: Len %d", seq.Len())
+	}
+	moved, err := TransferKV(ctx, seq, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.Len() != 5 || seq.Len() != 0 {
+		t.Fatalf("after transfer: moved.Len %d seq.Len %d", moved.Len(), seq.Len())
+	}
+	if _, err := a.Prefill(ctx, seq, []int32{6}); !errors.Is(err, ErrSequence) {
+		t.Fatalf("prefill of a transferred sequence: %v, want ErrSequence", err)
+	}
+	if _, err := TransferKV(ctx, nil, a); !errors.Is(err, ErrSequence) {
+		t.Fatalf("nil sequence: %v", err)
+	}
+	if _, err := TransferKV(ctx, moved, nil); !errors.Is(err, ErrSequence) {
+		t.Fatalf("nil destination: %v", err)
+	}
+	var nilModel *Model
+	if _, err := nilModel.Adopt(&SequenceState{}); !errors.Is(err, ErrInvalidParams) {
+		t.Fatalf("Adopt on nil model: %v", err)
+	}
+	if _, err := a.Adopt(nil); !errors.Is(err, ErrSequence) {
+		t.Fatalf("Adopt of nil state: %v", err)
+	}
+}

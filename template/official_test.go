@@ -13,10 +13,7 @@ import (
 // official tests do).
 func loadVector(t *testing.T, path string) []Message {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readTestFile(t, path)
 	var msgs []Message
 	if strings.HasPrefix(strings.TrimSpace(string(data)), "[") {
 		if err := json.Unmarshal(data, &msgs); err != nil {

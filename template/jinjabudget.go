@@ -91,10 +91,19 @@ func (b *budget) charge(what string, n int) error {
 // reference (a shared string counts each time it is referenced, as it
 // would print). Counting stops past limit.
 func valueSize(v any, limit int) int {
-	n := 0
+	size, _ := measure(v, limit)
+	return size
+}
+
+// measure returns valueSize and the number of indent strings
+// json.dumps(indent=...) writes for v (the sum over its items of their
+// nesting depth). Counting stops once either passes limit.
+func measure(v any, limit int) (size, indents int) {
 	var walk func(v any, depth int)
+	over := func() bool { return size > limit || indents > limit }
+	container := func(items, depth int) { indents += (depth + 1) * (items + 1) }
 	walk = func(v any, depth int) {
-		if n > limit || depth > maxJSONDepth+8 {
+		if over() || depth > maxJSONDepth+8 {
 			return
 		}
 		if xv, ok := v.(*exec.Value); ok {
@@ -107,14 +116,15 @@ func valueSize(v any, limit int) int {
 		case nil, bool, int, int64, float64, *pyNoneT:
 			return
 		case string:
-			n += len(t)
+			size += len(t)
 			return
 		case *exec.Dict:
+			container(len(t.Pairs), depth)
 			for _, p := range t.Pairs {
-				n += 2 * elemOverhead
+				size += 2 * elemOverhead
 				walk(p.Key, depth+1)
 				walk(p.Value, depth+1)
-				if n > limit {
+				if over() {
 					return
 				}
 			}
@@ -123,37 +133,38 @@ func valueSize(v any, limit int) int {
 		rv := reflect.ValueOf(v)
 		switch rv.Kind() {
 		case reflect.String:
-			n += rv.Len()
+			size += rv.Len()
 		case reflect.Slice, reflect.Array:
 			if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
-				n += rv.Len()
+				size += rv.Len()
 				return
 			}
-			n += elemOverhead * rv.Len()
+			container(rv.Len(), depth)
+			size += elemOverhead * rv.Len()
 			switch rv.Type().Elem().Kind() {
 			case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64, reflect.Bool:
 				return
-			}
-			if rv.Type().Elem().Kind() == reflect.String {
+			case reflect.String:
 				for i := range rv.Len() {
-					n += rv.Index(i).Len()
-					if n > limit {
+					size += rv.Index(i).Len()
+					if size > limit {
 						return
 					}
 				}
 				return
 			}
 			for i := range rv.Len() {
-				if n > limit {
+				if over() {
 					return
 				}
 				walk(rv.Index(i).Interface(), depth+1)
 			}
 		case reflect.Map:
-			n += 2 * elemOverhead * rv.Len()
+			container(rv.Len(), depth)
+			size += 2 * elemOverhead * rv.Len()
 			it := rv.MapRange()
 			for it.Next() {
-				if n > limit {
+				if over() {
 					return
 				}
 				if it.Key().CanInterface() {
@@ -176,7 +187,7 @@ func valueSize(v any, limit int) int {
 		}
 	}
 	walk(v, 0)
-	return n
+	return size, indents
 }
 
 // sameBacking reports whether a result is its input (or shares its
@@ -263,15 +274,7 @@ func preFilterSize(name string, in *exec.Value, va *exec.VarArgs) int {
 		n := in.Len()
 		return valueSize(in, 1<<62) + len(sep)*max(n-1, 0)
 	case "indent":
-		width := 4
-		if w := arg(0, "width"); w != nil {
-			switch {
-			case w.IsInteger():
-				width = max(w.Integer(), 0)
-			case w.IsString():
-				width = len(w.String())
-			}
-		}
+		width := indentWidth(arg(0, "width"), 4)
 		s := in.String()
 		return len(s) + width*(strings.Count(s, "\n")+1)
 	case "list":
@@ -297,23 +300,10 @@ func preFilterSize(name string, in *exec.Value, va *exec.VarArgs) int {
 			return valueSize(in, 1<<62) + elemOverhead*in.Len()
 		}
 	case "tojson":
-		ind := 0
-		if v := arg(1, "indent"); v != nil {
-			switch {
-			case v.IsInteger():
-				ind = max(v.Integer(), 0)
-			case v.IsString():
-				ind = len(v.String())
-			case v.IsBool() && v.Bool():
-				ind = 1
-			}
-		}
+		ind := indentWidth(arg(1, "indent"), 0)
 		// Strings may grow when escaped; the indentation is exact.
-		size := 2 * valueSize(in, 1<<40)
-		if ind > 0 {
-			size += (ind + 1) * indentUnits(in, (1<<40)/(ind+1))
-		}
-		return size
+		size, indents := measure(in, 1<<40)
+		return 2*size + (ind+1)*indents
 	case "wordwrap", "escape", "e", "forceescape", "urlize", "urlencode", "xmlattr":
 		// At most six bytes per input byte (&quot;), plus breaks.
 		return 6 * len(in.String())
@@ -321,57 +311,20 @@ func preFilterSize(name string, in *exec.Value, va *exec.VarArgs) int {
 	return -1
 }
 
-// indentUnits is the sum over the items of a value of their nesting
-// depth: the number of indent strings json.dumps(indent=...) writes.
-// Counting stops past limit.
-func indentUnits(v any, limit int) int {
-	n := 0
-	var walk func(v any, depth int)
-	walk = func(v any, depth int) {
-		if n > limit || depth > maxJSONDepth+8 {
-			return
-		}
-		if xv, ok := v.(*exec.Value); ok {
-			if xv == nil {
-				return
-			}
-			v = xv.Interface()
-		}
-		if d, ok := v.(*exec.Dict); ok {
-			n += (depth + 1) * (len(d.Pairs) + 1)
-			for _, p := range d.Pairs {
-				walk(p.Value, depth+1)
-			}
-			return
-		}
-		rv := reflect.ValueOf(v)
-		switch rv.Kind() {
-		case reflect.Slice, reflect.Array:
-			if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
-				return
-			}
-			n += (depth + 1) * (rv.Len() + 1)
-			for i := range rv.Len() {
-				if n > limit {
-					return
-				}
-				walk(rv.Index(i).Interface(), depth+1)
-			}
-		case reflect.Map:
-			n += (depth + 1) * (rv.Len() + 1)
-			it := rv.MapRange()
-			for it.Next() {
-				if n > limit {
-					return
-				}
-				if it.Value().CanInterface() {
-					walk(it.Value().Interface(), depth+1)
-				}
-			}
-		}
+// indentWidth is the length of the indent an indent or tojson argument
+// asks for (an int count, a string, or true for one space).
+func indentWidth(v *exec.Value, def int) int {
+	switch {
+	case v == nil || v.IsNil():
+		return def
+	case v.IsInteger():
+		return max(v.Integer(), 0)
+	case v.IsString():
+		return len(v.String())
+	case v.IsBool() && v.Bool():
+		return 1
 	}
-	walk(v, 0)
-	return n
+	return 0
 }
 
 // boundFilter wraps a filter so that its result is checked against the

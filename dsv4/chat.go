@@ -1,9 +1,12 @@
 package dsv4
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"strconv"
@@ -174,10 +177,16 @@ func (r *ChatRequest) validate() error {
 		if t.Type != "function" {
 			return paramErr(fmt.Sprintf("tools[%d].type", i), "must be \"function\", got %q", t.Type)
 		}
-		if t.Function.Name == "" {
-			return paramErr(fmt.Sprintf("tools[%d].function.name", i), "must not be empty")
+		if err := checkToolName(t.Function.Name); err != nil {
+			return paramErr(fmt.Sprintf("tools[%d].function.name", i), "%s", err)
+		}
+		if names[t.Function.Name] {
+			return paramErr(fmt.Sprintf("tools[%d].function.name", i), "duplicate tool name %q", t.Function.Name)
 		}
 		names[t.Function.Name] = true
+	}
+	if err := checkResponseFormat(r.ResponseFormat); err != nil {
+		return err
 	}
 	mode, name := r.toolChoice()
 	switch mode {
@@ -698,4 +707,51 @@ func (m *stopMatcher) flush() string {
 	s := m.held
 	m.held = ""
 	return s
+}
+
+// MaxToolNameLen is the longest tool function name accepted (OpenAI's
+// limit: names match ^[a-zA-Z0-9_-]{1,64}$).
+const MaxToolNameLen = 64
+
+// checkToolName enforces OpenAI's function-name rule, ^[a-zA-Z0-9_-]{1,64}$,
+// so a name cannot smuggle quotes or special-token literals into the
+// prompt's tools block.
+func checkToolName(name string) error {
+	if name == "" {
+		return errors.New("must not be empty")
+	}
+	if len(name) > MaxToolNameLen {
+		return fmt.Errorf("must be at most %d characters, got %d", MaxToolNameLen, len(name))
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return fmt.Errorf("must match ^[a-zA-Z0-9_-]{1,64}$, got %q", name)
+		}
+	}
+	return nil
+}
+
+// checkResponseFormat accepts an absent or null response_format, or an
+// object whose "type" is text, json_object, json_schema or structural_tag
+// (the types vLLM and SGLang accept); anything else is a 400, as in vLLM.
+func checkResponseFormat(raw json.RawMessage) error {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	var rf map[string]json.RawMessage
+	if t[0] != '{' || json.Unmarshal(t, &rf) != nil {
+		return paramErr("response_format", "must be an object")
+	}
+	var typ string
+	if err := json.Unmarshal(rf["type"], &typ); err != nil {
+		return paramErr("response_format.type", "must be a string")
+	}
+	switch typ {
+	case "text", "json_object", "json_schema", "structural_tag":
+		return nil
+	}
+	return paramErr("response_format.type", "must be text, json_object, json_schema or structural_tag, got %q", typ)
 }

@@ -8,10 +8,18 @@ import (
 	"github.com/dsv4go/dsv4go/template"
 )
 
-// ChatRequest is an OpenAI chat-completions request (the fields SGLang and
-// vLLM accept; /work/shared/docs/disagg-serving.md §5.1). It decodes from the
-// request body with encoding/json; unknown fields are ignored. Pointer fields
-// distinguish "absent" from zero.
+// ChatRequest is an OpenAI chat-completions request: the fields of OpenAI's
+// Chat Completions API reference plus the sampling extensions that SGLang's
+// and vLLM's OpenAI-compatible servers accept (top_k, min_p,
+// repetition_penalty, stop_token_ids, ignore_eos, chat_template_kwargs,
+// ...). It decodes from the request body with encoding/json; unknown fields
+// are ignored. Pointer fields distinguish "absent" from zero.
+//
+// Validation (done by Chat and ChatStream, errors wrap ErrInvalidParams as
+// a *ParamError naming the OpenAI field): response_format must be an object
+// with a known type; tool function names must match OpenAI's
+// ^[a-zA-Z0-9_-]{1,64}$ and be unique; seed is an integer in the int64 range
+// (vLLM's bound).
 type ChatRequest struct {
 	Model    string    `json:"model,omitempty"`
 	Messages []Message `json:"messages"`

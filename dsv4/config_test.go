@@ -13,7 +13,7 @@ import (
 var flashRatios = "[0, 0, " + strings.Repeat("4, 128, ", 20) + "4, 0]"
 
 // flashConfig is V4-Flash's published config.json (legacy keys), as in
-// shared/docs/dsv4-formats.md §1.2.
+// the DeepSeek-V4 checkpoint format (config.json of the HF release).
 var flashConfig = `{
  "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "torch_dtype": "bfloat16",
  "bos_token_id": 0, "eos_token_id": 1, "vocab_size": 129280, "tie_word_embeddings": false,

@@ -18,7 +18,7 @@ type tensorSpec struct {
 }
 
 // flashSpecs lists V4-Flash's tensors in upstream naming with their published
-// dtypes and shapes (shared/docs/dsv4-formats.md §1.3): FP8 E4M3 dense weights
+// dtypes and shapes (as in the DeepSeek-V4 HF release): FP8 E4M3 dense weights
 // with 128x128 UE8M0 scales, MXFP4 routed experts, BF16/F32 elsewhere.
 func flashSpecs(c *Config) []tensorSpec {
 	D, H, hd := int64(c.HiddenSize), int64(c.NumAttentionHeads), int64(c.HeadDim)

@@ -11,7 +11,10 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"math"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -188,8 +191,8 @@ func decodeJSON(w http.ResponseWriter, body []byte, v any) bool {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		writeError(w, http.StatusBadRequest, "invalid_request_error", te.Field, "",
-			fmt.Sprintf("invalid type for %q: expected %s, got %s", te.Field, te.Type, te.Value))
+		field, msg := typeErrorMessage(te)
+		writeError(w, http.StatusBadRequest, "invalid_request_error", field, "", msg)
 	case errors.As(err, &se):
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "malformed JSON: "+err.Error())
 	default:
@@ -507,4 +510,89 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// typeErrorMessage turns a JSON type error into the OpenAI field name (Go
+// embedded-struct names such as "RequestSampling." dropped) and a message
+// that names JSON types, not Go types: `invalid type for "max_tokens":
+// expected an integer, got number 1.5`.
+func typeErrorMessage(te *json.UnmarshalTypeError) (field, msg string) {
+	var parts []string
+	for _, p := range strings.Split(te.Field, ".") {
+		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+			parts = append(parts, p)
+		}
+	}
+	field = strings.Join(parts, ".")
+	want := jsonTypeName(field, te.Type)
+	if num, ok := strings.CutPrefix(te.Value, "number "); ok && !strings.ContainsAny(num, ".eE") {
+		// An integer literal that does not fit the field.
+		if r, ok := intRange(te.Type); ok {
+			want = "an integer in " + r
+		}
+	}
+	if field == "" {
+		return "", fmt.Sprintf("request body must be a JSON object, got %s", te.Value)
+	}
+	return field, fmt.Sprintf("invalid type for %q: expected %s, got %s", field, want, te.Value)
+}
+
+// jsonTypeName describes Go type t as the JSON a client must send.
+func jsonTypeName(field string, t reflect.Type) string {
+	if t == nil {
+		return "a valid value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		last := field[strings.LastIndex(field, ".")+1:]
+		switch last {
+		case "messages":
+			return "an array of messages"
+		case "tools":
+			return "an array of tools"
+		}
+		return "an array"
+	case reflect.Struct:
+		switch t.Name() {
+		case "Message":
+			return "a message object"
+		case "Tool":
+			return "a tool object"
+		}
+		return "an object"
+	case reflect.Map:
+		return "an object"
+	}
+	return "a valid value"
+}
+
+// intRange is the accepted range of an integer type, as text.
+func intRange(t reflect.Type) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := t.Bits()
+		return fmt.Sprintf("[%d, %d]", int64(-1)<<(bits-1), int64(math.MaxInt64>>(64-bits))), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("[0, %d]", uint64(math.MaxUint64>>(64-t.Bits()))), true
+	}
+	return "", false
 }

@@ -27,9 +27,9 @@ type File struct {
 // checked against the file size, and the file is memory-mapped read-only
 // (falling back to lazy reads where mmap is unavailable).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
-		return nil, &Error{Kind: ErrNotFound, File: path, Detail: "cannot open", Err: err}
+		return nil, err
 	}
 	sf, err := open(f, path)
 	if err != nil {

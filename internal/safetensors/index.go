@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -25,9 +24,9 @@ type Index struct {
 // ReadIndex reads and validates a shard index: weight_map must be a non-empty
 // object of tensor name -> plain file name inside the same directory.
 func ReadIndex(path string) (*Index, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
-		return nil, &Error{Kind: ErrIndex, File: path, Err: err}
+		return nil, err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxIndexBytes+1))

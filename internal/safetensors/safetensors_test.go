@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -141,8 +143,15 @@ func TestTruncatedPrefix(t *testing.T) {
 	if _, err := Open(huge); !errors.Is(err, ErrLimit) {
 		t.Errorf("huge header: %v", err)
 	}
-	if _, err := Open(filepath.Join(dir, "absent")); !errors.Is(err, ErrNotFound) {
+	absent := filepath.Join(dir, "absent")
+	if _, err := Open(absent); !errors.Is(err, ErrNoFile) || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), absent) {
 		t.Errorf("absent: %v", err)
+	}
+	if _, err := Open(dir); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("directory: %v", err)
+	}
+	if _, err := ReadIndex(absent); !errors.Is(err, ErrNoFile) {
+		t.Errorf("absent index: %v", err)
 	}
 }
 

@@ -23,8 +23,9 @@ import (
 // fallback). The engine must give each prompt in one Prefill call
 // (EngineOptions.StepTokens ≥ the longest prompt): newDecodeEngine sets it.
 type decodeBackend struct {
-	m    *dsv4.Model
-	seed maphash.Seed
+	m      *dsv4.Model
+	ctxLen int // served context length (MaxContext)
+	seed   maphash.Seed
 
 	mu      sync.Mutex
 	pending map[uint64][]*pendingHandoff
@@ -41,8 +42,8 @@ type pendingHandoff struct {
 	logits []float32
 }
 
-func newDecodeBackend(m *dsv4.Model) *decodeBackend {
-	return &decodeBackend{m: m, seed: maphash.MakeSeed(), pending: map[uint64][]*pendingHandoff{}}
+func newDecodeBackend(m *dsv4.Model, ctxLen int) *decodeBackend {
+	return &decodeBackend{m: m, ctxLen: contextLength(m, ctxLen), seed: maphash.MakeSeed(), pending: map[uint64][]*pendingHandoff{}}
 }
 
 func (b *decodeBackend) key(ids []int32) uint64 {
@@ -160,7 +161,7 @@ func (b *decodeBackend) StateBytes(n int) int64 {
 }
 
 func (b *decodeBackend) VocabSize() int  { return b.m.Config().VocabSize }
-func (b *decodeBackend) MaxContext() int { return b.m.Config().MaxPositionEmbeddings }
+func (b *decodeBackend) MaxContext() int { return b.ctxLen }
 
 func (b *decodeBackend) EOS() []int32 {
 	var out []int32
@@ -171,8 +172,9 @@ func (b *decodeBackend) EOS() []int32 {
 }
 
 // newDecodeEngine starts an Engine over a decodeBackend of m, with the
-// tokenizer of the model's directory unless opts has one.
-func newDecodeEngine(m *dsv4.Model, opts dsv4.EngineOptions) (*dsv4.Engine, *decodeBackend, error) {
+// tokenizer of the model's directory unless opts has one, serving ctxLen
+// tokens of context (contextLength).
+func newDecodeEngine(m *dsv4.Model, ctxLen int, opts dsv4.EngineOptions) (*dsv4.Engine, *decodeBackend, error) {
 	if opts.Tokenizer == nil {
 		t, err := tokenizer.Load(m.Checkpoint().Dir())
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -187,7 +189,7 @@ func newDecodeEngine(m *dsv4.Model, opts dsv4.EngineOptions) (*dsv4.Engine, *dec
 		opts.Encoding = dsv4.EncodingV32
 	}
 	opts.StepTokens = 1 << 30 // a prompt must reach Prefill in one call
-	b := newDecodeBackend(m)
+	b := newDecodeBackend(m, ctxLen)
 	e, err := dsv4.NewEngineWithBackend(b, opts)
 	if err != nil {
 		return nil, nil, err

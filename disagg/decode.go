@@ -33,6 +33,12 @@ type DecodeConfig struct {
 	Transport Transport
 	// FetchTimeout bounds the wait for a room's state (default 60 s).
 	FetchTimeout time.Duration
+	// ContextLength is the served context in tokens (SGLang's
+	// --context-length): a prompt of ContextLength tokens or more, or with
+	// prompt + max_tokens above it, is refused with 400
+	// context_length_exceeded before any state is fetched. 0 (or more than
+	// the model's max_position_embeddings) means the model's.
+	ContextLength int
 	// Registry receives the metrics (default: a new registry, served at
 	// /metrics by Handler).
 	Registry *prometheus.Registry
@@ -91,7 +97,7 @@ func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	eng, back, err := newDecodeEngine(cfg.Model, cfg.EngineOptions)
+	eng, back, err := newDecodeEngine(cfg.Model, cfg.ContextLength, cfg.EngineOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -203,8 +209,15 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	samp, err := samplingJSON(&req)
+	if err == nil {
+		// The checks the engine runs at admission, before waiting for the
+		// room: an invalid request answers at once, as on the prefill side.
+		sp, _ := req.Sampling()
+		err = checkRequest(prompt, sp, d.back.VocabSize(), d.back.MaxContext())
+	}
 	if err != nil {
-		d.abort(bs, "invalid sampling parameters on decode side")
+		d.failures.WithLabelValues("request").Inc()
+		d.abort(bs, "invalid request on decode side: "+err.Error())
 		writeErr(w, err)
 		return
 	}

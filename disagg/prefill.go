@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,6 +32,12 @@ type PrefillConfig struct {
 	Transport Transport
 	// MaxConcurrent bounds prefills running at once (default 2).
 	MaxConcurrent int
+	// ContextLength is the served context in tokens (SGLang's
+	// --context-length): a prompt of ContextLength tokens or more, or with
+	// prompt + max_tokens above it, is refused with 400
+	// context_length_exceeded and its room failed at once. 0 (or more than
+	// the model's max_position_embeddings) means the model's.
+	ContextLength int
 	// Lease and BootstrapTimeout: see Rooms (defaults 30 s).
 	Lease, BootstrapTimeout time.Duration
 	// Registry receives the metrics (default: a new registry, served at
@@ -204,19 +209,32 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 	if !concurrent {
 		bs = Bootstrap{Host: p.cfg.BootstrapHost, Port: p.port, Room: randomRoom()}
 	}
+	// A request that fails validation fails its room at once (concurrent
+	// mode): the decode side waiting for it answers with the same 4xx
+	// instead of waiting for its fetch timeout.
+	reject := func(err error) {
+		p.failures.WithLabelValues("request").Inc()
+		if st, _, _ := errorStatus(err); concurrent && st >= 400 && st < 500 {
+			p.rooms.Reject(bs.Room, err)
+		} else if concurrent {
+			p.rooms.Fail(bs.Room, err)
+		}
+		writeErr(w, err)
+	}
 	prompt, err := p.eng.ChatPrompt(&req)
 	if err != nil {
-		p.failures.WithLabelValues("request").Inc()
-		writeErr(w, err)
+		reject(err)
 		return
 	}
 	samp, err := samplingJSON(&req)
 	if err != nil {
-		writeErr(w, err)
+		reject(err)
 		return
 	}
-	if n := len(prompt); n >= p.cfg.Model.Config().MaxPositionEmbeddings {
-		writeErr(w, fmt.Errorf("%w: %d prompt tokens", dsv4.ErrContextLength, n))
+	sp, _ := req.Sampling()
+	cfg := p.cfg.Model.Config()
+	if err := checkRequest(prompt, sp, cfg.VocabSize, contextLength(p.cfg.Model, p.cfg.ContextLength)); err != nil {
+		reject(err)
 		return
 	}
 	if err := p.rooms.Open(bs.Room); err != nil {

@@ -19,6 +19,12 @@ var (
 	ErrRoomInUse = errors.New("disagg: room id already in use")
 	// ErrUnavailable: the peer could not be reached or went away mid-transfer.
 	ErrUnavailable = errors.New("disagg: peer unavailable")
+	// ErrRejected: the prefill server refused the request itself (a
+	// validation error such as dsv4.ErrContextLength or
+	// dsv4.ErrInvalidParams, which the error wraps too) and failed its
+	// room at once; the decode side answers with the same 4xx. It also
+	// wraps ErrAborted.
+	ErrRejected = errors.New("disagg: request rejected by the prefill server")
 )
 
 // RoomState is the state of one room on the prefill side. States only move
@@ -163,7 +169,10 @@ func (rs *Rooms) getLocked(id uint64, s RoomState) (*room, error) {
 	if r, ok := rs.rooms[id]; ok {
 		return r, nil
 	}
-	if _, dead := rs.tombs[id]; dead {
+	if terr, dead := rs.tombs[id]; dead {
+		if errors.Is(terr, ErrRejected) {
+			return nil, terr // the decode side learns why (a 4xx)
+		}
 		return nil, fmt.Errorf("%w: room %d already finished", ErrAborted, id)
 	}
 	if rs.closing {
@@ -244,6 +253,27 @@ func (rs *Rooms) Fail(id uint64, err error) {
 		notify = rs.setLocked(r, RoomFailed, fmt.Errorf("%w: %v", ErrAborted, err))
 	} else {
 		rs.tombLocked(id, fmt.Errorf("%w: %v", ErrAborted, err))
+	}
+	rs.mu.Unlock()
+	notify()
+}
+
+// Reject fails room id because the prefill server refused its request
+// (err: the validation error). A room that a prefill request already holds is
+// left alone (a client reused a live room id); one the decode side waits for
+// fails at once, and an unknown id is tombstoned so that a decode side
+// asking later fails at once too. The room's error wraps ErrAborted,
+// ErrRejected and err.
+func (rs *Rooms) Reject(id uint64, err error) {
+	rs.mu.Lock()
+	rerr := fmt.Errorf("%w: %w: %w", ErrAborted, ErrRejected, err)
+	notify := func() {}
+	if r, ok := rs.rooms[id]; ok {
+		if !r.opened {
+			notify = rs.setLocked(r, RoomFailed, rerr)
+		}
+	} else {
+		rs.tombLocked(id, rerr)
 	}
 	rs.mu.Unlock()
 	notify()

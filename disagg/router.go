@@ -586,7 +586,7 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			rt.requests.WithLabelValues(mode, "failed_midstream").Inc()
 			return
 		}
-		if ae.status >= 400 && ae.status < 500 && ae.status != 499 && ae.status != http.StatusConflict {
+		if clientError(ae.status) {
 			break // the request itself is bad: same answer everywhere
 		}
 	}
@@ -712,10 +712,40 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 			pch <- pres{status: resp.StatusCode, body: b, at: time.Now()}
 		}()
 	}
-	resp, err := rt.send(ctx, d, "/v1/chat/completions", dBody)
+	type dres struct {
+		resp *http.Response
+		err  error
+	}
+	dch := make(chan dres, 1)
+	go func() {
+		resp, err := rt.send(ctx, d, "/v1/chat/completions", dBody)
+		dch <- dres{resp, err}
+	}()
+	var dr dres
+	select {
+	case dr = <-dch:
+	case pr := <-pch:
+		if clientError(pr.status) {
+			// The prefill server refused the request itself (e.g. 400
+			// context_length_exceeded): the same answer everywhere, so
+			// the client gets it now, nobody is blamed and the decode
+			// leg is cancelled.
+			cancel()
+			if x := <-dch; x.resp != nil {
+				x.resp.Body.Close()
+			}
+			return &attemptErr{status: pr.status, body: pr.body}
+		}
+		pch <- pr // not decisive: keep it for the decode leg's outcome
+		dr = <-dch
+	}
+	resp, err := dr.resp, dr.err
 	if err != nil {
 		cancel()
-		<-pch
+		pr := <-pch
+		if clientError(pr.status) {
+			return &attemptErr{status: pr.status, body: pr.body}
+		}
 		rt.report(d, false)
 		tried[d] = true
 		return &attemptErr{status: http.StatusBadGateway, err: err, blame: d}
@@ -725,6 +755,11 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		cancel()
 		pr := <-pch
+		if resp.StatusCode >= 500 && clientError(pr.status) {
+			// The decode side failed because the prefill side refused
+			// the request: the client's error, not a worker's.
+			return &attemptErr{status: pr.status, body: pr.body}
+		}
 		// A transfer failure is the prefill side's when it failed too.
 		blame := d
 		if pr.err != nil || (pr.status != 0 && pr.status != http.StatusOK) {
@@ -758,6 +793,14 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		return &attemptErr{status: -1, err: rerr}
 	}
 	return nil
+}
+
+// clientError reports an HTTP status that means "the request itself is bad":
+// a 4xx other than 499 (cancelled) and 409 (room id collision), which are
+// answered to the client as they are, never retried and never counted
+// against a worker's circuit breaker or health.
+func clientError(status int) bool {
+	return status >= 400 && status < 500 && status != 499 && status != http.StatusConflict
 }
 
 func isJSON(resp *http.Response) bool {

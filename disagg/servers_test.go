@@ -58,12 +58,22 @@ func startPDb(b *testing.B) *pdPair { return startPDtb(b, &GRPCTransport{}, 0) }
 
 func startPDtb(t testing.TB, tr Transport, lease time.Duration) *pdPair {
 	t.Helper()
+	return startPDWith(t, PrefillConfig{Transport: tr, Lease: lease, BootstrapTimeout: lease},
+		DecodeConfig{Transport: tr, FetchTimeout: 20 * time.Second})
+}
+
+// startPDWith starts a prefill and a decode server of the tiny model with
+// configs pc and dc (Model and Name are filled in).
+func startPDWith(t testing.TB, pc PrefillConfig, dc DecodeConfig) *pdPair {
+	t.Helper()
 	m := tinyModel(t)
-	p, err := NewPrefillServer(PrefillConfig{Model: m, Name: "dsv4-tiny", Transport: tr, Lease: lease, BootstrapTimeout: lease})
+	pc.Model, pc.Name = m, "dsv4-tiny"
+	dc.Model, dc.Name = m, "dsv4-tiny"
+	p, err := NewPrefillServer(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDecodeServer(DecodeConfig{Model: m, Name: "dsv4-tiny", Transport: tr, FetchTimeout: 20 * time.Second})
+	d, err := NewDecodeServer(dc)
 	if err != nil {
 		t.Fatal(err)
 	}

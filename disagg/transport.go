@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsv4go/dsv4go/dsv4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -266,7 +267,7 @@ func (s *grpcServer) fetch(st grpc.ServerStream) error {
 	}
 	var r fetchReq
 	if err := json.Unmarshal(in.b, &r); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return status.Error(codes.Internal, "malformed fetch request: "+err.Error()) // InvalidArgument means a rejected request
 	}
 	if r.Config != s.src.Identity().Config {
 		return status.Error(codes.FailedPrecondition, "config fingerprint differs")
@@ -299,6 +300,10 @@ func (s *grpcServer) fetch(st grpc.ServerStream) error {
 
 func toStatus(err error) error {
 	switch {
+	case errors.Is(err, ErrRejected) && errors.Is(err, dsv4.ErrContextLength):
+		return status.Error(codes.OutOfRange, err.Error())
+	case errors.Is(err, ErrRejected):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrAborted):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, ErrTimeout):
@@ -323,6 +328,10 @@ func fromStatus(err error) error {
 	}
 	msg := st.Message()
 	switch st.Code() {
+	case codes.OutOfRange: // a rejected request (toStatus)
+		return fmt.Errorf("%w: %w: %w (remote: %s)", ErrAborted, ErrRejected, dsv4.ErrContextLength, msg)
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w: %w: %w (remote: %s)", ErrAborted, ErrRejected, dsv4.ErrInvalidParams, msg)
 	case codes.Aborted:
 		return fmt.Errorf("%w (remote: %s)", ErrAborted, msg)
 	case codes.DeadlineExceeded:

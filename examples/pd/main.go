@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string) error {
 	chunk := fs.Int("kv-chunk-bytes", 0, "prefill: KV frame payload in bytes (0: 1 MiB)")
 	frameDelay := fs.Duration("kv-debug-frame-delay", 0, "prefill: sleep before each KV frame (fault tests only)")
 	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
+	ctxLen := fs.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func run(ctx context.Context, args []string) error {
 	case "prefill":
 		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, BootstrapHost: *host,
 			Transport:     &disagg.GRPCTransport{ChunkBytes: *chunk, FrameDelay: *frameDelay},
-			MaxConcurrent: *maxPrefills, Lease: *lease, Logger: log})
+			MaxConcurrent: *maxPrefills, Lease: *lease, ContextLength: *ctxLen, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -111,7 +112,8 @@ func run(ctx context.Context, args []string) error {
 		}()
 		handler, closeFn = p.Handler(), p.Close
 	case "decode", "null":
-		d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: *name, FetchTimeout: *fetchTimeout, Logger: log})
+		d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: *name, FetchTimeout: *fetchTimeout,
+			ContextLength: *ctxLen, Logger: log})
 		if err != nil {
 			return err
 		}

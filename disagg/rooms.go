@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -41,10 +42,12 @@ const (
 	RoomSuccess                        // sent completely
 )
 
-// String returns the state's name as used in metric labels ("prefilling"...).
+// String returns the state's name as used in metric labels ("failed",
+// "bootstrapping", "prefilling", "ready", "transferring", "success"); a value
+// outside the defined states gives "RoomState(N)" (never a panic).
 func (s RoomState) String() string {
 	if s < RoomFailed || s > RoomSuccess {
-		return "unknown"
+		return "RoomState(" + strconv.Itoa(int(s)) + ")"
 	}
 	return [...]string{"failed", "bootstrapping", "prefilling", "ready", "transferring", "success"}[s]
 }

@@ -49,9 +49,9 @@
 // [Model.Restore] rebuilds a Sequence from one, validating every length
 // against the model's config. [TransferKV] moves a sequence's state to
 // another Model with the same configuration in the same process without
-// copying (ErrIncompatible otherwise); across processes, package disagg
-// carries snapshots over the
-// network for prefill/decode disaggregation.
+// copying ([ErrIncompatible] otherwise); across processes, package
+// disagg carries snapshots over the network for prefill/decode
+// disaggregation.
 //
 // # Generating text
 //

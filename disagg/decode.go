@@ -57,7 +57,8 @@ type DecodeConfig struct {
 // A client disconnect cancels the fetch (aborting the room on the prefill
 // side) or the generation.
 //
-// GET /health, /server_info and /metrics are served too; the live-state
+// GET /health, /server_info, /v1/models and /metrics are served too (other
+// paths get a 404 OpenAI error object); the live-state
 // gauge dsv4_disagg_decode_rooms returns to 0 when no request is in flight.
 type DecodeServer struct {
 	cfg  DecodeConfig
@@ -66,6 +67,8 @@ type DecodeServer struct {
 	id   Identity
 	log  *slog.Logger
 	reg  *prometheus.Registry
+	// created is the "created" time of /v1/models (server start, Unix s).
+	created int64
 
 	mu    sync.Mutex
 	conns map[string]Conn
@@ -102,7 +105,7 @@ func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 		return nil, err
 	}
 	d := &DecodeServer{cfg: cfg, eng: eng, back: back, id: ModelIdentity(cfg.Model, cfg.Name), log: cfg.Logger,
-		reg: cfg.Registry, conns: map[string]Conn{}}
+		reg: cfg.Registry, conns: map[string]Conn{}, created: time.Now().Unix()}
 	d.live = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dsv4_disagg_decode_rooms",
 		Help: "Requests on the decode server that hold or await transferred state."})
 	d.fetchSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_disagg_fetch_seconds",
@@ -140,6 +143,8 @@ func (d *DecodeServer) Close() error {
 func (d *DecodeServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", d.chat)
+	mux.HandleFunc("/v1/models", serveModels(d.cfg.Name, d.created))
+	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
 		st := d.eng.Stats()

@@ -282,3 +282,30 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 	_ = rc.Flush()
 	return err
 }
+
+// modelList is GET /v1/models' answer (OpenAI's list of model objects).
+func modelList(names []string, created int64) map[string]any {
+	data := []map[string]any{}
+	for _, n := range names {
+		data = append(data, map[string]any{"id": n, "object": "model", "created": created, "owned_by": "dsv4go"})
+	}
+	return map[string]any{"object": "list", "data": data}
+}
+
+// serveModels answers GET /v1/models with the served model name.
+func serveModels(name string, created int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "use GET")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(modelList([]string{name}, created))
+	}
+}
+
+// notFound answers unknown paths with an OpenAI error object.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+}

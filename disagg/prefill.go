@@ -60,7 +60,8 @@ type PrefillConfig struct {
 // kv_transfer_params {bootstrap_host, bootstrap_port, bootstrap_room}, the
 // opaque descriptor the router hands to the decode server.
 //
-// GET /health, /server_info (the Identity) and /metrics are served too.
+// GET /health, /server_info (the Identity), /v1/models and /metrics are
+// served too; other paths get a 404 OpenAI error object.
 type PrefillServer struct {
 	cfg   PrefillConfig
 	eng   *dsv4.Engine
@@ -70,7 +71,9 @@ type PrefillServer struct {
 	sem   chan struct{}
 	port  int
 	log   *slog.Logger
-	reg   *prometheus.Registry
+	// created is the "created" time of /v1/models (server start, Unix s).
+	created int64
+	reg     *prometheus.Registry
 
 	roomGauge   *prometheus.GaugeVec
 	xferBytes   prometheus.Counter
@@ -102,7 +105,8 @@ func NewPrefillServer(cfg PrefillConfig) (*PrefillServer, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	p := &PrefillServer{cfg: cfg, eng: cfg.Engine, sem: make(chan struct{}, cfg.MaxConcurrent), log: cfg.Logger, reg: cfg.Registry}
+	p := &PrefillServer{cfg: cfg, eng: cfg.Engine, sem: make(chan struct{}, cfg.MaxConcurrent), log: cfg.Logger, reg: cfg.Registry,
+		created: time.Now().Unix()}
 	if p.eng == nil {
 		e, err := dsv4.NewEngine(cfg.Model, dsv4.EngineOptions{})
 		if err != nil {
@@ -175,6 +179,8 @@ func (p *PrefillServer) Close() error {
 func (p *PrefillServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", p.chat)
+	mux.HandleFunc("/v1/models", serveModels(p.cfg.Name, p.created))
+	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

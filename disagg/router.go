@@ -97,6 +97,10 @@ type RouterConfig struct {
 	// breaker for BreakerCooldown (defaults 3 and 10 s).
 	BreakerFailures int
 	BreakerCooldown time.Duration
+	// ModelName is the model id that GET /v1/models reports when no worker
+	// answers it (default: the served names the workers report in
+	// /server_info, else "dsv4").
+	ModelName string
 	// Client sends the requests (default: a client with no overall timeout).
 	Client *http.Client
 	// Registry receives the metrics (default: a new one served at /metrics).
@@ -133,6 +137,7 @@ type Router struct {
 	reg     *prometheus.Registry
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
+	started int64 // Unix time of NewRouter ("created" of /v1/models)
 
 	requests *prometheus.CounterVec
 	stage    *prometheus.HistogramVec
@@ -166,7 +171,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	rt := &Router{cfg: cfg, client: cfg.Client, log: cfg.Logger, reg: cfg.Registry}
+	rt := &Router{cfg: cfg, client: cfg.Client, log: cfg.Logger, reg: cfg.Registry, started: time.Now().Unix()}
 	if rt.client == nil {
 		rt.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
 			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}}
@@ -431,8 +436,12 @@ func compatible(a, b *Worker) bool {
 }
 
 // Handler returns the router's HTTP API: POST /v1/chat/completions (and, in
-// regular mode, /v1/completions), GET /health, /v1/models (from the first
-// healthy worker), /workers (status) and /metrics.
+// regular mode, /v1/completions; PD mode answers it 404 with an OpenAI error
+// object, code "unsupported_endpoint": the prefill/decode servers serve chat
+// only), GET /health, /v1/models (OpenAI list: from the first healthy
+// worker that answers it, else from the workers' reported model names or
+// RouterConfig.ModelName), /workers (status) and /metrics. Other paths get
+// a 404 OpenAI error object.
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", rt.serveGenerate)
@@ -465,6 +474,7 @@ func (rt *Router) Handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(out)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", notFound)
 	return mux
 }
 
@@ -478,6 +488,11 @@ func (rt *Router) anyAvailable() bool {
 }
 
 func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "use GET")
+		return
+	}
 	ws := rt.regular
 	if rt.cfg.PD {
 		ws = rt.decode
@@ -486,18 +501,44 @@ func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
 		if !wk.Healthy() {
 			continue
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, wk.URL+"/v1/models", nil)
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, wk.URL+"/v1/models", nil)
+		if a := r.Header.Get("Authorization"); a != "" {
+			req.Header.Set("Authorization", a)
+		}
 		resp, err := rt.client.Do(req)
 		if err != nil {
+			cancel()
 			continue
 		}
-		defer resp.Body.Close()
-		copyHeader(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		cancel()
+		var list struct {
+			Object string `json:"object"`
+		}
+		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(b, &list) != nil || list.Object != "list" {
+			continue // e.g. a worker without /v1/models: answer from our own view
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
 		return
 	}
-	writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")
+	var names []string
+	for _, wk := range rt.all() {
+		wk.mu.Lock()
+		if wk.identity != nil && wk.identity.Model != "" && !slices.Contains(names, wk.identity.Model) {
+			names = append(names, wk.identity.Model)
+		}
+		wk.mu.Unlock()
+	}
+	if rt.cfg.ModelName != "" {
+		names = []string{rt.cfg.ModelName}
+	} else if len(names) == 0 {
+		names = []string{"dsv4"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(modelList(names, rt.started))
 }
 
 // routerOwned are the request fields the router sets or removes.
@@ -539,6 +580,11 @@ type attemptErr struct {
 }
 
 func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
+	if rt.cfg.PD && r.URL.Path != "/v1/chat/completions" {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "unsupported_endpoint",
+			r.URL.Path+" is not supported in PD mode: use /v1/chat/completions")
+		return
+	}
 	body, ok := readBody(w, r)
 	if !ok {
 		return
@@ -553,10 +599,6 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	mode := "regular"
 	if rt.cfg.PD {
 		mode = "pd"
-		if r.URL.Path != "/v1/chat/completions" {
-			writeError(w, http.StatusNotFound, "invalid_request_error", "", "PD mode serves /v1/chat/completions")
-			return
-		}
 	}
 	t0 := time.Now()
 	key := cacheKey(raw)

@@ -28,6 +28,9 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h: usage was printed
+			return
+		}
 		fmt.Fprintln(os.Stderr, "chat:", err)
 		os.Exit(1)
 	}
@@ -127,15 +130,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "chatting with %s (Ctrl-D to quit)\n", *modelDir)
-	in := bufio.NewScanner(stdin)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
+	in := bufio.NewReaderSize(stdin, 64<<10)
 	for {
 		fmt.Fprint(stderr, "> ")
-		if !in.Scan() {
-			fmt.Fprintln(stderr)
-			return in.Err()
+		text, err := readLine(in, maxLineBytes)
+		if errors.Is(err, errLineTooLong) {
+			fmt.Fprintln(stderr, "error:", err) // this turn only
+			continue
 		}
-		line := strings.TrimSpace(in.Text())
+		if err != nil && text == "" {
+			fmt.Fprintln(stderr)
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		line := strings.TrimSpace(text)
 		if line == "" {
 			continue
 		}
@@ -145,5 +155,45 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintln(stderr, "error:", err)
 		}
+	}
+}
+
+// maxLineBytes bounds one interactive input line (a pasted document fits).
+const maxLineBytes = 16 << 20
+
+var errLineTooLong = fmt.Errorf("input line longer than %d bytes, ignored", maxLineBytes)
+
+// readLine reads one line (without its "\n" or "\r\n") of at most max
+// bytes. A longer line is consumed to its end and reported as
+// errLineTooLong, so the session goes on with the next line. At the end of
+// input it returns the last unterminated line, if any, then io.EOF.
+func readLine(r *bufio.Reader, max int) (string, error) {
+	var buf []byte
+	tooLong := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(buf)+len(chunk) > max+2 { // +2: the line ending
+				tooLong, buf = true, nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil && (tooLong || len(buf) == 0):
+			if tooLong {
+				return "", errLineTooLong
+			}
+			return "", err
+		case tooLong:
+			return "", errLineTooLong
+		}
+		line := strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r")
+		if len(line) > max {
+			return "", errLineTooLong
+		}
+		return line, nil // err is nil, or EOF after a last unterminated line
 	}
 }

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,12 +33,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	experts := fs.String("experts", "mxfp4", "routed expert format: mxfp4 (DeepSeek) or nvfp4 (NVIDIA ModelOpt)")
 	shard := fs.Int64("shard-bytes", convert.DefaultMaxShardBytes, "maximum bytes per output shard")
 	inputScale := fs.Float64("input-scale", 0, "NVFP4 activation input_scale to record (0: omit)")
-	quiet := fs.Bool("q", false, "no progress bar")
+	quiet := fs.Bool("q", false, "no progress bar (it is drawn only when stderr is a terminal)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: convert [flags] SRC_DIR DST_DIR\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil || fs.NArg() != 2 {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h: usage was printed
+		}
 		if err == nil {
 			fs.Usage()
 		}
@@ -48,7 +52,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxShardBytes:   *shard,
 		NVFP4InputScale: float32(*inputScale),
 	}
-	if !*quiet {
+	nl := "" // ends the bar's line before the next message
+	if !*quiet && isTerminal(stderr) {
+		nl = "\n"
 		var bar *progressbar.ProgressBar
 		opts.Progress = func(done, total int) {
 			if bar == nil {
@@ -59,9 +65,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	if err := convert.Convert(ctx, fs.Arg(0), fs.Arg(1), opts); err != nil {
-		fmt.Fprintln(stderr, "\nconvert:", err)
+		fmt.Fprint(stderr, nl+"convert: ", err, "\n")
 		return 1
 	}
-	fmt.Fprintf(stderr, "\nwrote %s\n", fs.Arg(1))
+	fmt.Fprintf(stderr, "%swrote %s\n", nl, fs.Arg(1))
 	return 0
+}
+
+// isTerminal reports whether w is a character device (a terminal), where a
+// redrawn progress bar makes sense; pipes and files get no bar.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -30,6 +30,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h: usage was printed
+			return
+		}
 		fmt.Fprintln(os.Stderr, "forward:", err)
 		os.Exit(1)
 	}

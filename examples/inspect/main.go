@@ -27,7 +27,7 @@ import (
 )
 
 func main() {
-	quiet := flag.Bool("q", false, "no progress bar")
+	quiet := flag.Bool("q", false, "no progress bar (it is drawn only when stderr is a terminal)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: inspect [-q] CHECKPOINT_DIR\n")
 		flag.PrintDefaults()
@@ -39,7 +39,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Stdout, flag.Arg(0), !*quiet); err != nil {
+	if err := run(ctx, os.Stdout, flag.Arg(0), !*quiet && isTerminal(os.Stderr)); err != nil {
 		fmt.Fprintln(os.Stderr, "inspect:", err)
 		os.Exit(1)
 	}
@@ -232,4 +232,11 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// isTerminal reports whether f is a character device (a terminal), where a
+// redrawn progress bar makes sense; pipes and files get no bar.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -21,6 +21,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +43,9 @@ type output struct {
 
 func main() {
 	if err := run(os.Stdin, os.Stdout, os.Stderr, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h: usage was printed
+			return
+		}
 		fmt.Fprintln(os.Stderr, "parse:", err)
 		os.Exit(1)
 	}

@@ -28,6 +28,9 @@ const maxInput = 256 << 20
 
 func main() {
 	if err := run(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h: usage was printed
+			return
+		}
 		fmt.Fprintln(os.Stderr, "tokenize:", err)
 		os.Exit(1)
 	}

@@ -39,6 +39,12 @@ type DecodeConfig struct {
 	// context_length_exceeded before any state is fetched. 0 (or more than
 	// the model's max_position_embeddings) means the model's.
 	ContextLength int
+	// AllowedBootstrapHosts limits the prefill hosts that a request's
+	// bootstrap_host (or kv_transfer_params) may name; a request naming
+	// another gets 403 bootstrap_host_not_allowed without any connection.
+	// Empty: any host (SGLang's behaviour; decode servers are internal and
+	// only the router should reach them).
+	AllowedBootstrapHosts HostAllowList
 	// Registry receives the metrics (default: a new registry, served at
 	// /metrics by Handler).
 	Registry *prometheus.Registry
@@ -202,6 +208,11 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_ = writeChat(w, r, &req, d.cfg.Name, stream, nil)
+		return
+	}
+	if !d.cfg.AllowedBootstrapHosts.Allows(bs.Host) {
+		d.failures.WithLabelValues("request").Inc()
+		writeErr(w, fmt.Errorf("%w: %q", ErrBootstrapNotAllowed, bs.Host))
 		return
 	}
 	d.live.Inc()

@@ -57,6 +57,8 @@ func errorStatus(err error) (int, string, string) {
 		return http.StatusGatewayTimeout, "internal_error", "transfer_timeout"
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrTruncated), errors.Is(err, ErrChecksum), errors.Is(err, ErrMalformed):
 		return http.StatusBadGateway, "internal_error", "transfer_failed"
+	case errors.Is(err, ErrBootstrapNotAllowed):
+		return http.StatusForbidden, "invalid_request_error", "bootstrap_host_not_allowed"
 	case errors.Is(err, ErrRoomInUse):
 		return http.StatusConflict, "invalid_request_error", "room_in_use"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -9,7 +9,14 @@
 // prompt and holding the request's KV state for the decode server, which
 // fetches it over gRPC from the bootstrap port (package disagg).
 // --disaggregation-mode null serves co-located (prefill and decode in one
-// engine). --model-path defaults to the embedded dsv4-tiny model. Port 0
+// engine). --model-path defaults to the embedded dsv4-tiny model.
+//
+// Trust model (as SGLang's): the prefill and decode servers are internal,
+// reached only through the router. A decode server dials the
+// bootstrap_host/bootstrap_port that a request names, and a prefill server
+// parks a request's KV state until its lease ends; expose neither to
+// untrusted clients. --allowed-bootstrap-hosts limits the hosts a decode
+// server dials (other requests get 403 bootstrap_host_not_allowed). Port 0
 // picks a free port; the chosen addresses are printed on stdout as
 // "listening http=HOST:PORT [bootstrap=HOST:PORT]".
 package main
@@ -19,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +40,9 @@ import (
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/models"
 )
+
+// stdout receives the "listening ..." line (tests replace it).
+var stdout io.Writer = os.Stdout
 
 func main() {
 	if err := run(context.Background(), os.Args[1:]); err != nil {
@@ -54,9 +65,14 @@ func run(ctx context.Context, args []string) error {
 	chunk := fs.Int("kv-chunk-bytes", 0, "prefill: KV frame payload in bytes (0: 1 MiB)")
 	frameDelay := fs.Duration("kv-debug-frame-delay", 0, "prefill: sleep before each KV frame (fault tests only)")
 	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
+	allowed := fs.String("allowed-bootstrap-hosts", "", "decode: comma-separated host names, IPs and CIDR prefixes that a request's bootstrap_host may name (default: any host)")
 	ctxLen := fs.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	allow, err := disagg.ParseHostAllowList(*allowed)
+	if err != nil {
+		return fmt.Errorf("--allowed-bootstrap-hosts: %w", err)
 	}
 	if *backend != "grpc" {
 		return fmt.Errorf("unsupported --disaggregation-transfer-backend %q (only grpc is built in)", *backend)
@@ -113,7 +129,7 @@ func run(ctx context.Context, args []string) error {
 		handler, closeFn = p.Handler(), p.Close
 	case "decode", "null":
 		d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: *name, FetchTimeout: *fetchTimeout,
-			ContextLength: *ctxLen, Logger: log})
+			ContextLength: *ctxLen, AllowedBootstrapHosts: allow, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -122,7 +138,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("--disaggregation-mode must be prefill, decode or null, not %q", *mode)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Println(announce)
+	fmt.Fprintln(stdout, announce)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	select {

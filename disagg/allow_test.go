@@ -1,0 +1,72 @@
+package disagg
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestHostAllowList(t *testing.T) {
+	l, err := ParseHostAllowList(" 10.0.0.0/8, prefill-0.Internal ,::1,192.168.1.7 ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{
+		"10.1.2.3": true, "11.0.0.1": false, "prefill-0.internal": true, "PREFILL-0.internal.": true,
+		"prefill-1.internal": false, "::1": true, "[::1]": true, "::2": false, "192.168.1.7": true,
+		"::ffff:192.168.1.7": true, "192.168.1.8": false, "": false, "127.0.0.1": false,
+	} {
+		if got := l.Allows(host); got != want {
+			t.Errorf("Allows(%q) = %v", host, got)
+		}
+	}
+	if s := l.String(); s != "10.0.0.0/8,::1,192.168.1.7,prefill-0.internal" {
+		t.Errorf("String() = %q", s)
+	}
+	if l, err := ParseHostAllowList(""); err != nil || !l.Empty() || !l.Allows("anything") {
+		t.Errorf("empty list: %v %v", l, err)
+	}
+	for _, bad := range []string{"10.0.0.0/99", "a b", "1.2.3.4:80", "[::1"} {
+		if _, err := ParseHostAllowList(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestDecodeAllowedBootstrapHosts (BREAKER F18): a decode server with an
+// allow-list refuses a bootstrap_host outside it with 403 at once, without
+// dialling (port 1 would answer 502 connection refused), and serves one
+// inside it.
+func TestDecodeAllowedBootstrapHosts(t *testing.T) {
+	ctx := context.Background()
+	other, _ := ParseHostAllowList("10.9.9.9")
+	pd := startPDWith(t, PrefillConfig{}, DecodeConfig{AllowedBootstrapHosts: other, FetchTimeout: 30 * time.Second})
+	body := `{"messages":[{"role":"user","content":"What is 17*23?"}],"max_tokens":4}`
+	for _, b := range []string{withBootstrap(body, 1, 7), withBootstrap(body, pd.bootPort, 8),
+		`{"messages":[{"role":"user","content":"hi"}],"kv_transfer_params":{"bootstrap_host":"127.0.0.1","bootstrap_port":1,"bootstrap_room":9}}`} {
+		t0 := time.Now()
+		resp, out := post(t, ctx, pd.dURL, b)
+		if resp.StatusCode != 403 || errCode(t, out) != "bootstrap_host_not_allowed" || time.Since(t0) > fast {
+			t.Fatalf("%d after %v: %s", resp.StatusCode, time.Since(t0), out)
+		}
+	}
+	// Requests without bootstrap fields (decode-only fallback) are unaffected.
+	if resp, out := post(t, ctx, pd.dURL, body); resp.StatusCode != 200 {
+		t.Fatalf("local request: %d %s", resp.StatusCode, out)
+	}
+
+	loop, _ := ParseHostAllowList("127.0.0.0/8")
+	pd2 := startPDWith(t, PrefillConfig{}, DecodeConfig{AllowedBootstrapHosts: loop, FetchTimeout: 30 * time.Second})
+	b := withBootstrap(body, pd2.bootPort, 10)
+	pc := make(chan int, 1)
+	go func() {
+		resp, _ := post(t, ctx, pd2.pURL, b)
+		pc <- resp.StatusCode
+	}()
+	if resp, out := post(t, ctx, pd2.dURL, b); resp.StatusCode != 200 || len(parseChat(t, out).Choices) != 1 {
+		t.Fatalf("allowed host: %d %s", resp.StatusCode, out)
+	}
+	if st := <-pc; st != 200 {
+		t.Fatalf("prefill: %d", st)
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lineWriter hands the first line written to it to a channel.
+type lineWriter struct{ c chan string }
+
+func (w lineWriter) Write(b []byte) (int, error) {
+	select {
+	case w.c <- strings.TrimSpace(string(b)):
+	default:
+	}
+	return len(b), nil
+}
+
+// TestAllowedBootstrapHosts (BREAKER F18): --allowed-bootstrap-hosts is
+// checked at start-up, and a decode server started with it refuses a
+// bootstrap_host outside the list with 403 without dialling it (port 1 would
+// give 502 connection refused), while local requests still work.
+func TestAllowedBootstrapHosts(t *testing.T) {
+	if err := run(context.Background(), []string{"--disaggregation-mode", "decode", "--allowed-bootstrap-hosts", "10.0.0.0/99"}); err == nil ||
+		!strings.Contains(err.Error(), "--allowed-bootstrap-hosts") {
+		t.Fatalf("bad list: %v", err)
+	}
+
+	lines := make(chan string, 1)
+	stdout = lineWriter{lines}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--disaggregation-mode", "decode", "--port", "0", "--allowed-bootstrap-hosts", "10.9.9.9,prefill.internal"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var addr string
+	select {
+	case l := <-lines:
+		addr = strings.TrimPrefix(l, "listening http=")
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Fatal("no listening line")
+	}
+	postJSON := func(body string) (int, string) {
+		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	msg := `"messages":[{"role":"user","content":"What is 17*23?"}],"max_tokens":3`
+	st, b := postJSON(fmt.Sprintf(`{%s,"bootstrap_host":"127.0.0.1","bootstrap_port":1,"bootstrap_room":5}`, msg))
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(b), &e); st != 403 || e.Error.Code != "bootstrap_host_not_allowed" {
+		t.Fatalf("disallowed host: %d %s", st, b)
+	}
+	if st, b := postJSON("{" + msg + "}"); st != 200 {
+		t.Fatalf("local request: %d %s", st, b)
+	}
+}

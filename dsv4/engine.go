@@ -56,6 +56,11 @@ type EngineOptions struct {
 	// DefaultMaxTokens applies when a request sets no MaxTokens. 0 means
 	// the rest of the context.
 	DefaultMaxTokens int
+	// MaxContext caps the context length in tokens below the model's
+	// (config max_position_embeddings): a longer prompt, or prompt +
+	// max_tokens beyond it, gets ErrContextLength, and generation stops
+	// there. 0 (or a value above the model's) means the model's.
+	MaxContext int
 
 	// MaxUnread bounds the generated tokens a request may hold that its
 	// consumer (the Generate / ChatStream iterator) has not read yet. A
@@ -185,6 +190,9 @@ func NewEngineWithBackend(b Backend, opts EngineOptions) (*Engine, error) {
 
 func newEngine(b Backend, opts EngineOptions) *Engine {
 	opts.fill()
+	if opts.MaxContext > 0 && opts.MaxContext < b.MaxContext() {
+		b = cappedBackend{b, opts.MaxContext}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{b: b, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	e := &Engine{b: b, s: s, cancel: cancel, seeds: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
@@ -243,7 +251,8 @@ func (e *Engine) VocabSize() int {
 	return e.b.VocabSize()
 }
 
-// MaxContext is the model's context length in tokens (0 for a nil Engine).
+// MaxContext is the context length in tokens: the model's, or
+// EngineOptions.MaxContext when smaller (0 for a nil Engine).
 func (e *Engine) MaxContext() int {
 	if e == nil {
 		return 0
@@ -370,3 +379,11 @@ func (e *Engine) Generate(ctx context.Context, prompt []int32, p SamplingParams)
 	}
 	return e.tokens(r), nil
 }
+
+// cappedBackend is a Backend whose context length is EngineOptions.MaxContext.
+type cappedBackend struct {
+	Backend
+	maxContext int
+}
+
+func (b cappedBackend) MaxContext() int { return b.maxContext }

@@ -1,8 +1,13 @@
 // Package disagg runs DeepSeek-V4 inference disaggregated into prefill and
-// decode roles, the way SGLang and vLLM do (see
-// /work/shared/docs/disagg-serving.md): a prefill server computes a request's
-// KV state, the state travels to a decode server, which generates the output;
-// a Router in front speaks the OpenAI API and pairs the two.
+// decode roles, the way SGLang and vLLM do (SGLang's PD disaggregation,
+// https://docs.sglang.io/advanced_features/pd_disaggregation.html, and its
+// router's --pd-disaggregation mode; vLLM's disaggregated prefilling,
+// https://docs.vllm.ai/en/latest/features/disagg_prefill/): a prefill
+// server computes a request's KV state, the state travels to a decode
+// server, which generates the output; a Router in front speaks the OpenAI
+// API and pairs the two. The request fields (bootstrap_host,
+// bootstrap_port, bootstrap_room; kv_transfer_params in sequential mode) and
+// the server flags follow SGLang's names.
 //
 // The pieces, bottom up:
 //

@@ -74,3 +74,22 @@ func TestInteractiveLongLine(t *testing.T) {
 		t.Fatalf("stdout %q stderr %q", out.String(), errb.String()[:min(errb.Len(), 300)])
 	}
 }
+
+// A model directory without a tokenizer says what is missing.
+func TestNoTokenizerHint(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile("../../models/dsv4-tiny/" + f)
+		if err != nil {
+			t.Skip("models/dsv4-tiny has no weights yet")
+		}
+		if err := os.WriteFile(dir+"/"+f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	err := run([]string{"-model", dir, "hi"}, strings.NewReader(""), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -93,6 +93,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			req.ChatTemplateKwargs = map[string]any{"thinking": true}
 		}
 		stream, err := eng.ChatStream(ctx, req)
+		if errors.Is(err, dsv4.ErrNoChat) {
+			return "", fmt.Errorf("%w (chat needs tokenizer.json and tokenizer_config.json in %s)", err, *modelDir)
+		}
 		if err != nil {
 			return "", err
 		}

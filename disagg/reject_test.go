@@ -158,7 +158,8 @@ func TestRouterPrefillRejection(t *testing.T) {
 	}
 	mb, _ := io.ReadAll(mr.Body)
 	mr.Body.Close()
-	for _, want := range []string{"dsv4_router_retries_total 0", "dsv4_router_breaker_open_total 0"} {
+	for _, want := range []string{"dsv4_router_retries_total 0", "dsv4_router_breaker_open_total 0",
+		`dsv4_router_requests_total{mode="pd",outcome="client_error"} 3`} {
 		if !strings.Contains(string(mb), want+"\n") {
 			t.Errorf("metrics lack %q", want)
 		}

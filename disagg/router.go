@@ -231,7 +231,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		}
 	}
 	rt.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_router_requests_total",
-		Help: "Requests through the router, by mode and outcome."}, []string{"mode", "outcome"})
+		Help: "Requests through the router, by mode and outcome (ok, client_error: a 4xx answered as it came, failed, failed_midstream, cancelled)."}, []string{"mode", "outcome"})
 	rt.stage = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dsv4_router_stage_seconds",
 		Help:    "Latency per stage: prefill (prefill server's answer), first_byte (from the decode or regular server), total.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"stage"})
@@ -632,7 +632,11 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			break // the request itself is bad: same answer everywhere
 		}
 	}
-	rt.requests.WithLabelValues(mode, "failed").Inc()
+	if last != nil && clientError(last.status) {
+		rt.requests.WithLabelValues(mode, "client_error").Inc()
+	} else {
+		rt.requests.WithLabelValues(mode, "failed").Inc()
+	}
 	switch {
 	case last == nil:
 		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/dsv4go/dsv4go/template"
 )
@@ -188,7 +189,8 @@ func (s *StringList) UnmarshalJSON(b []byte) error {
 	}
 	var many []string
 	if err := json.Unmarshal(b, &many); err != nil {
-		return fmt.Errorf("must be a string or an array of strings")
+		// A type error, so encoding/json adds the field's name ("stop").
+		return &json.UnmarshalTypeError{Value: jsonKind(b), Type: reflect.TypeFor[StringList]()}
 	}
 	*s = many
 	return nil
@@ -292,4 +294,26 @@ type ToolCallDelta struct {
 type FunctionCallDelta struct {
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments"`
+}
+
+// jsonKind names the kind of JSON value b holds, as encoding/json's type
+// errors do ("number", "object", "array of numbers" is just "array").
+func jsonKind(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "empty value"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }

@@ -545,6 +545,9 @@ func jsonTypeName(field string, t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t == reflect.TypeFor[dsv4.StringList]() {
+		return "a string or an array of strings"
+	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return "an integer"
@@ -566,10 +569,10 @@ func jsonTypeName(field string, t reflect.Type) string {
 		}
 		return "an array"
 	case reflect.Struct:
-		switch t.Name() {
-		case "Message":
+		switch {
+		case t.Name() == "Message" || field == "messages":
 			return "a message object"
-		case "Tool":
+		case t.Name() == "Tool":
 			return "a tool object"
 		}
 		return "an object"

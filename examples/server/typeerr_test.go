@@ -27,6 +27,10 @@ func TestTypeErrorMessage(t *testing.T) {
 		{`{` + msgs + `,"stop_token_ids":[1.5]}`, "stop_token_ids", `expected an integer, got number 1.5`},
 		{`{"model":5,` + msgs + `}`, "model", `invalid type for "model": expected a string, got number`},
 		{`[]`, "", `request body must be a JSON object, got array`},
+		{`{` + msgs + `,"stop":5}`, "stop", `invalid type for "stop": expected a string or an array of strings, got number`},
+		{`{` + msgs + `,"stop":[1]}`, "stop", `invalid type for "stop": expected a string or an array of strings, got array`},
+		{`{"messages":[1]}`, "messages", `invalid type for "messages": expected a message object, got number`},
+		{`{` + msgs + `,"tools":[{"type":"function","function":{"name":5}}]}`, "tools.function.name", `expected a string, got number`},
 	}
 	for _, c := range cases {
 		var req dsv4.ChatRequest

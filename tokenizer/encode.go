@@ -26,6 +26,7 @@ type encState struct {
 	tmp, segs []segment
 	bufs      [][]int
 	bpe       bpeState
+	err       error // first regex timeout of the call
 }
 
 var encPool = sync.Pool{New: func() any { return new(encState) }}
@@ -34,7 +35,10 @@ var encPool = sync.Pool{New: func() any { return new(encState) }}
 // Tokenizer.encode(text, add_special_tokens=False).ids for the zero EncodeOptions,
 // and with `encode_special_tokens = True` for Special == MatchNonSpecial. Text that is
 // not valid UTF-8 is accepted (see the package doc). Encode never fails; it runs in
-// time O(n log n) in the length of the longest pre-token and O(n) otherwise.
+// time O(n log n) in the length of the longest pre-token and O(n) otherwise, except
+// for a tokenizer.json Split pattern without a hand-written scanner, which regexp2
+// runs under RegexMatchTimeout: if that fires, Encode keeps the unsearched rest of
+// the pre-token as one piece (use EncodeErr to get the error instead).
 func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int32 {
 	return t.AppendEncode(make([]int32, 0, len(text)/3+4), text, opts)
 }
@@ -42,10 +46,30 @@ func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int32 {
 // AppendEncode is Encode appending to dst; with a dst of enough capacity it does not
 // allocate once the words of text are in the BPE cache.
 func (t *Tokenizer) AppendEncode(dst []int32, text string, opts EncodeOptions) []int32 {
+	dst, _ = t.AppendEncodeErr(dst, text, opts)
+	return dst
+}
+
+// EncodeErr is Encode returning an error wrapping ErrRegexTimeout (and nil ids)
+// when a regexp2-run Split pattern exceeds RegexMatchTimeout; it is the variant to
+// use with a tokenizer.json from an untrusted source. With the DeepSeek patterns
+// (hand-written scanners) it never fails.
+func (t *Tokenizer) EncodeErr(text string, opts EncodeOptions) ([]int32, error) {
+	ids, err := t.AppendEncodeErr(make([]int32, 0, len(text)/3+4), text, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// AppendEncodeErr is AppendEncode also returning the first regex timeout (an
+// error wrapping ErrRegexTimeout) met; dst then holds the ids Encode would give.
+func (t *Tokenizer) AppendEncodeErr(dst []int32, text string, opts EncodeOptions) ([]int32, error) {
 	if opts.AddBOS && t.bos >= 0 {
 		dst = append(dst, t.bos)
 	}
 	st := encPool.Get().(*encState)
+	st.err = nil
 	if len(st.bufs) < len(t.steps) {
 		st.bufs = make([][]int, len(t.steps))
 	}
@@ -57,11 +81,13 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string, opts EncodeOptions) [
 		}
 		dst = t.pretokenize(st, 0, text[seg.start:seg.end], dst)
 	}
+	err := st.err
+	st.err = nil
 	encPool.Put(st)
 	if opts.AddEOS && t.eos >= 0 {
 		dst = append(dst, t.eos)
 	}
-	return dst
+	return dst, err
 }
 
 // pretokenize runs pre-tokenizer steps[level:] on s and BPE on the resulting words.
@@ -76,7 +102,7 @@ func (t *Tokenizer) pretokenize(st *encState, level int, s string, dst []int32) 
 		}
 		return t.pretokenize(st, level+1, s, dst)
 	}
-	st.bufs[level] = step.pieces(s, st.bufs[level], func(lo, hi int) {
+	st.bufs[level] = step.pieces(s, st.bufs[level], &st.err, func(lo, hi int) {
 		dst = t.pretokenize(st, level+1, s[lo:hi], dst)
 	})
 	return dst
@@ -84,7 +110,8 @@ func (t *Tokenizer) pretokenize(st *encState, level int, s string, dst []int32) 
 
 // EncodeBatch encodes texts in parallel on up to GOMAXPROCS goroutines (an
 // errgroup pulling indexes from a shared counter); out[i] is Encode(texts[i], opts).
-// It stops early and returns ctx.Err() if ctx is cancelled.
+// It stops early and returns ctx.Err() if ctx is cancelled, or the error of
+// EncodeErr (ErrRegexTimeout) for the first text that fails.
 func (t *Tokenizer) EncodeBatch(ctx context.Context, texts []string, opts EncodeOptions) ([][]int32, error) {
 	out := make([][]int32, len(texts))
 	g, ctx := errgroup.WithContext(ctx)
@@ -99,7 +126,11 @@ func (t *Tokenizer) EncodeBatch(ctx context.Context, texts []string, opts Encode
 				if i >= len(texts) {
 					return nil
 				}
-				out[i] = t.Encode(texts[i], opts)
+				ids, err := t.EncodeErr(texts[i], opts)
+				if err != nil {
+					return err
+				}
+				out[i] = ids
 			}
 		})
 	}

@@ -15,6 +15,11 @@ var ErrUnsupported = errors.New("tokenizer: unsupported tokenizer.json component
 // not in the vocabulary, a missing byte symbol, a regex that does not compile.
 var ErrFormat = errors.New("tokenizer: malformed tokenizer file")
 
+// ErrRegexTimeout is returned (wrapped) by EncodeErr, AppendEncodeErr and
+// EncodeBatch when a Split pattern of tokenizer.json run by regexp2 exceeds
+// RegexMatchTimeout on a pre-token (catastrophic backtracking). Test with errors.Is.
+var ErrRegexTimeout = errors.New("tokenizer: pre-tokenizer regex timed out")
+
 // ErrTooLarge is returned (wrapped) by Load and Parse when a file exceeds
 // MaxFileBytes.
 var ErrTooLarge = errors.New("tokenizer: file too large")

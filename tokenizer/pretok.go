@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
@@ -123,6 +124,17 @@ func compileMatcher(pattern string) (matcher, error) {
 	return newRegexMatcher(pattern)
 }
 
+// RegexMatchTimeout bounds the time regexp2 may spend on one search of a Split
+// pattern that has no hand-written scanner (any pattern of a tokenizer.json other
+// than the DeepSeek / GPT-2 ones): it is set as the compiled pattern's
+// regexp2.Regexp.MatchTimeout, and the successive searches over one pre-token stop
+// once their total time exceeds it as well. A backtracking pattern such as `(a+)+$`
+// would otherwise make Encode run for minutes on a short input. When it fires,
+// EncodeErr and AppendEncodeErr return an error wrapping ErrRegexTimeout; Encode,
+// which cannot fail, keeps the text not yet searched as one piece. 2 s is several
+// orders of magnitude above the time of a real tokenizer pattern on a 10 MB input.
+const RegexMatchTimeout = 2 * time.Second
+
 // regexMatcher runs a pattern with regexp2, a backtracking engine whose syntax and
 // semantics (lookaround, \p{..}, leftmost-first alternation) match Oniguruma's, the
 // engine HF tokenizers uses, for the patterns found in tokenizer.json files.
@@ -135,13 +147,24 @@ func newRegexMatcher(pattern string) (*regexMatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: regex %q: %v", ErrFormat, pattern, err)
 	}
+	re.MatchTimeout = RegexMatchTimeout
 	return &regexMatcher{re: re}, nil
 }
 
+// appendMatches implements matcher; on a timeout it returns the matches found so
+// far (the rest of s is then one gap).
 func (m *regexMatcher) appendMatches(s string, dst []int) []int {
+	dst, _ = m.appendMatchesErr(s, dst)
+	return dst
+}
+
+// appendMatchesErr is appendMatches reporting a timeout (an error wrapping
+// ErrRegexTimeout) after the matches found before it.
+func (m *regexMatcher) appendMatchesErr(s string, dst []int) ([]int, error) {
 	if s == "" {
-		return dst
+		return dst, nil
 	}
+	start := time.Now()
 	// regexp2 works on runes; invalid bytes become U+FFFD of width 1, as in
 	// utf8.DecodeRuneInString, so rune indexes map back to byte offsets.
 	runes := make([]rune, 0, len(s))
@@ -158,10 +181,21 @@ func (m *regexMatcher) appendMatches(s string, dst []int) []int {
 		if mt.Length > 0 {
 			dst = append(dst, offs[mt.Index], offs[mt.Index+mt.Length])
 		}
+		if time.Since(start) > RegexMatchTimeout {
+			err = errTimeoutTotal
+			break
+		}
 		mt, err = m.re.FindNextMatch(mt)
 	}
-	return dst
+	if err != nil {
+		// regexp2's message quotes the whole input: keep only the pattern.
+		return dst, fmt.Errorf("%w: pattern %q on a pre-token of %d bytes (limit %v)",
+			ErrRegexTimeout, m.re.String(), len(s), RegexMatchTimeout)
+	}
+	return dst, nil
 }
+
+var errTimeoutTotal = fmt.Errorf("total time over %v", RegexMatchTimeout)
 
 type literalMatcher string
 
@@ -178,8 +212,18 @@ func (m literalMatcher) appendMatches(s string, dst []int) []int {
 
 // pieces splits s by step's matches per its behavior and calls fn on each non-empty
 // piece; buf is scratch space, returned for reuse.
-func (st *preStep) pieces(s string, buf []int, fn func(lo, hi int)) []int {
-	buf = st.m.appendMatches(s, buf[:0])
+// A regex timeout is stored in *errp (if nil) and the text after the last match
+// found is treated as a gap.
+func (st *preStep) pieces(s string, buf []int, errp *error, fn func(lo, hi int)) []int {
+	if rm, ok := st.m.(*regexMatcher); ok {
+		var err error
+		buf, err = rm.appendMatchesErr(s, buf[:0])
+		if err != nil && *errp == nil {
+			*errp = err
+		}
+	} else {
+		buf = st.m.appendMatches(s, buf[:0])
+	}
 	if st.behavior == behIsolated {
 		// Both gaps and matches are pieces; invert changes nothing.
 		prev := 0

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // textTokenizer is what the chat layer needs from a tokenizer.
@@ -413,7 +414,8 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // the loop or cancelling ctx stops every choice and frees their state. The
 // choices are queued when ChatStream returns: range over the iterator (or
 // cancel ctx); unread, they pause and end as Generate's do
-// (EngineOptions.MaxUnread, UnreadTimeout, ErrUnreadTimeout).
+// (EngineOptions.MaxUnread, UnreadTimeout, ErrUnreadTimeout). The iterator
+// is single-use: a second range yields only (nil, ErrIteratorReused).
 //
 // The iterator form (Go 1.23 range-over-func) was chosen over a callback:
 // the caller's loop body is the callback, break is cancellation, and the
@@ -446,7 +448,12 @@ func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], e
 		}
 		reqs[i] = r
 	}
+	var used atomic.Bool
 	return func(yield func(*ChatChunk, error) bool) {
+		if used.Swap(true) {
+			yield(nil, ErrIteratorReused) // single-use; never a fake chunk
+			return
+		}
 		defer cancel()
 		out := make(chan *chatChunkOrErr, 16*total)
 		var wg sync.WaitGroup

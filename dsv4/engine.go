@@ -33,6 +33,11 @@ var (
 	// iterator that is never ranged), so the engine ended the request and
 	// freed its state. The consumer still gets the tokens generated before.
 	ErrUnreadTimeout = errors.New("dsv4: request output left unread, request ended")
+	// ErrIteratorReused: the iterator of Generate, ChatStream or
+	// CompleteStream is single-use; ranging over it a second time yields
+	// only (zero value, ErrIteratorReused), whether or not the first range
+	// ran to the end. It never starts a new request.
+	ErrIteratorReused = errors.New("dsv4: iterator already ranged over (single-use)")
 )
 
 // EngineOptions configures an Engine's scheduler. Zero fields take the
@@ -320,8 +325,14 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 
 // tokens iterates over r's events until it closes. Breaking out of the loop
 // (or an error) stops the request and frees its state.
+// A second range yields only ErrIteratorReused.
 func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
+	var used atomic.Bool
 	return func(yield func(Token, error) bool) {
+		if used.Swap(true) {
+			yield(Token{}, ErrIteratorReused)
+			return
+		}
 		defer r.unwatch()
 		defer e.s.stop(r)
 		var buf []tokenEvent
@@ -365,6 +376,7 @@ func (e *Engine) tokens(r *request) iter.Seq2[Token, error] {
 // ErrRequestTooLarge and ErrContextLength are returned at once; errors during
 // generation (ctx cancelled, ErrEngineClosed, a backend error) end the
 // iteration with a non-nil error. Breaking out of the loop frees the state.
+// The iterator is single-use: a second range yields only ErrIteratorReused.
 // The request is queued when Generate returns: range over the iterator (or
 // cancel ctx). Unread, it pauses once EngineOptions.MaxUnread tokens wait for
 // the consumer and ends with ErrUnreadTimeout (state freed) after

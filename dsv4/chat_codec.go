@@ -198,6 +198,9 @@ func newTokenizerCodec(o *EngineOptions) (*chatCodec, error) {
 		var text string
 		if o.Renderer != nil {
 			text, err = o.Renderer.Render(context.Background(), treq)
+			if err != nil && errors.Is(err, template.ErrLimit) {
+				return "", fmt.Errorf("%w: %w", ErrTemplateLimit, err)
+			}
 		} else {
 			text, err = encode(encoderMessages(treq, req.ResponseFormat), &template.Options{
 				Thinking: thinking, ReasoningEffort: treq.ReasoningEffort,

@@ -15,7 +15,7 @@ import (
 )
 
 // Errors of the Engine. Servers map ErrQueueFull and ErrEngineClosed to HTTP
-// 503, ErrRequestTooLarge and ErrContextLength to 400.
+// 503, ErrRequestTooLarge, ErrContextLength and ErrTemplateLimit to 400.
 var (
 	// ErrQueueFull: EngineOptions.MaxWaiting requests are already queued.
 	ErrQueueFull = errors.New("dsv4: engine queue is full")
@@ -28,6 +28,16 @@ var (
 	// ErrContextLength: the prompt leaves no room to generate within the
 	// model's context length.
 	ErrContextLength = errors.New("dsv4: prompt exceeds the context length")
+	// ErrTemplateLimit: the chat template supplied as EngineOptions.Renderer
+	// (e.g. a Jinja file) hit one of its sandbox limits (loop iterations,
+	// render time, recursion, value or output size: template.ErrLimit,
+	// which the error also wraps) on this request. It is not reported as
+	// ErrContextLength, since the template, not the prompt's token count, is
+	// at fault; servers answer it with 400 invalid_request_error (the
+	// request's messages drive the render; other requests may succeed) and
+	// code "template_limit_exceeded". The built-in DeepSeek encodings have
+	// no loops: their only limit is output size, still ErrContextLength.
+	ErrTemplateLimit = errors.New("dsv4: chat template limit exceeded")
 	// ErrUnreadTimeout: the request's consumer left EngineOptions.MaxUnread
 	// tokens unread for longer than EngineOptions.UnreadTimeout (e.g. an
 	// iterator that is never ranged), so the engine ended the request and

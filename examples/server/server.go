@@ -121,6 +121,10 @@ func (s *Server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", pe.Param, "", err.Error())
 	case errors.Is(err, dsv4.ErrInvalidParams):
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", err.Error())
+	case errors.Is(err, dsv4.ErrTemplateLimit):
+		// The --chat-template hit a sandbox limit on this request's messages:
+		// 400 (the same template serves other requests), not a context error.
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "template_limit_exceeded", err.Error())
 	case errors.Is(err, dsv4.ErrContextLength):
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "context_length_exceeded", err.Error())
 	case errors.Is(err, dsv4.ErrRequestTooLarge):

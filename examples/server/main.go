@@ -33,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -56,21 +57,21 @@ func main() {
 	}
 }
 
-// findInModule looks for rel (holding file) in the working directory and
-// its parents; it returns rel itself when none has it.
-func findInModule(rel, file string) string {
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, rel)
-		if _, err := os.Stat(filepath.Join(p, file)); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return rel
-		}
-		dir = parent
+// mockTokenizer returns the DeepSeek-V4 tokenizer embedded with the tiny
+// model (package models; the same files as tokenizer/testdata/deepseek-v4),
+// parsed from memory, so --mock works from any directory and from an
+// installed binary.
+func mockTokenizer() (*tokenizer.Tokenizer, error) {
+	fsys := models.TinyFS()
+	tj, err := fs.ReadFile(fsys, "tokenizer.json")
+	if err != nil {
+		return nil, err
 	}
+	cfg, err := fs.ReadFile(fsys, "tokenizer_config.json")
+	if err != nil {
+		return nil, err
+	}
+	return tokenizer.Parse(tj, cfg)
 }
 
 // tinyContextLength is the default --context-length for the embedded
@@ -141,12 +142,15 @@ func run() error {
 		}
 		opts.Renderer = &template.JinjaRenderer{Template: j}
 	}
-	if *tokenizerPath != "" || *mock {
-		dir := *tokenizerPath
-		if dir == "" {
-			dir = findInModule(filepath.Join("tokenizer", "testdata", "deepseek-v4"), "tokenizer.json.gz")
+	switch {
+	case *tokenizerPath != "":
+		t, err := tokenizer.Load(*tokenizerPath)
+		if err != nil {
+			return err
 		}
-		t, err := tokenizer.Load(dir)
+		opts.Tokenizer = t
+	case *mock:
+		t, err := mockTokenizer()
 		if err != nil {
 			return err
 		}

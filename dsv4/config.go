@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"strconv"
@@ -181,8 +182,19 @@ const (
 	maxExperts     = 1 << 16
 )
 
-// LoadConfig reads and parses dir/config.json (see ParseConfig).
+// LoadConfig reads and parses dir/config.json (see ParseConfig). The path
+// must be a regular file (symlinks followed): a directory, FIFO, device or
+// socket is refused before it is opened (a *ConfigError, ErrConfig), so
+// Load cannot block on a named pipe, as internal/safetensors does for shards.
 func LoadConfig(path string) (*Config, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, &ConfigError{File: path, Field: "(file)", Expected: "a readable config.json (" + err.Error() + ")"}
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &ConfigError{File: path, Field: "(file)", Value: configFileKind(st.Mode()),
+			Expected: "a regular file"}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &ConfigError{File: path, Field: "(file)", Expected: "a readable config.json (" + err.Error() + ")"}
@@ -201,6 +213,21 @@ func LoadConfig(path string) (*Config, error) {
 		ce.File = path
 	}
 	return c, err
+}
+
+// configFileKind names a non-regular file mode.
+func configFileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
 }
 
 // ParseConfig parses a DeepSeek-V4 config.json. It accepts:

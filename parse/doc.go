@@ -30,12 +30,32 @@
 // problem is reported as a [Diagnostic] whose error wraps one of the
 // sentinel errors (errors.Is(d, ErrUnknownTool), ...).
 //
-// Streaming granularity: reasoning and content stream as they arrive. A
-// DSML call is announced (index, id, name) as soon as its invoke header is
-// complete; string="true" values stream as escaped JSON fragments,
-// string="false" values are emitted when their parameter closes (they must
-// be validated first). A V3/V3.1 call is emitted when it closes, header
-// then arguments, so that invalid JSON can still fall back to content.
+// Streaming granularity: reasoning and content stream as they arrive. The
+// output of a tool-call block (its calls, and the text of its rejected
+// parts) is held until the block closes (</｜DSML｜tool_calls>,
+// </｜DSML｜function_calls>, <｜tool▁calls▁end｜>; for bare invokes
+// without a block marker, the first other text or the end of the input),
+// then each call comes as a header delta (index, id, name) followed by its
+// arguments. A call is therefore never streamed and then retracted, and the
+// merged stream equals [Parse] for truncated or malformed output too
+// (BREAKER F28). Peers differ here: vLLM streams string values as they
+// arrive; SGLang's V3.2 detector emits a DSML call when its invoke closes.
+//
+// Incomplete or malformed DSML is never a tool call:
+//   - a tool-call block not closed at the end of the input is content, byte
+//     for byte from its opening marker (the "\n\n" envelope included), with
+//     an ErrUnterminatedToolCall diagnostic, whatever it holds; so is a V3 /
+//     V3.1 block (SGLang and vLLM find calls only inside a complete block
+//     when not streaming);
+//   - an invoke closed by the block end, or a parameter closed by the invoke
+//     or block end, makes that invoke content (ErrUnterminatedToolCall);
+//   - a value containing "<｜DSML｜" or "</｜DSML｜" (other than its own
+//     closing </｜DSML｜parameter>) makes the invoke content, from its
+//     opening marker up to its </｜DSML｜invoke> (ErrMalformedToolCall): an
+//     argument never contains DSML markup;
+//   - the other, well-formed calls of a closed block are kept; in a run of
+//     bare invokes cut by the end of the input, the closed ones are calls
+//     and the cut one is content.
 //
 // Choices where peers differ (all covered by tests):
 //   - DSML arguments are rebuilt as {"k": v, ...} with Python's json.dumps

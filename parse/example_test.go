@@ -58,12 +58,13 @@ func ExampleStream() {
 		show(s.Push(c))
 	}
 	show(s.Close())
+	// The calls of a tool-call block come when the block closes (an
+	// unterminated block is content), each as a header then its arguments.
 	// Output:
 	// reasoning "Need the time."
 	// content "Checking."
 	// tool_calls[0] id="call_0" name="get_time" arguments+=""
-	// tool_calls[0] id="" name="" arguments+="{\"tz\": \"Asia/Sha"
-	// tool_calls[0] id="" name="" arguments+="nghai\"}"
+	// tool_calls[0] id="" name="" arguments+="{\"tz\": \"Asia/Shanghai\"}"
 }
 
 // Malformed output keeps its text and reports why.

@@ -27,6 +27,9 @@ const (
 	EOS = eosToken
 )
 
+// f28Head is the start of BREAKER F28's output, up to a string value.
+const f28Head = "Sure.<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"location\" string=\"true\">"
+
 // dsmlBlock builds a DSML block the way the reference encoder renders one.
 type dparam struct{ name, str, val string }
 type dinvoke struct {
@@ -510,7 +513,7 @@ func peerCases() []peerCase {
 		// ---- malformed output named by the issue: text kept, typed diagnostic ----
 		{name: "malformed/unterminated-invoke", opts: optV4Think,
 			in: "r</think>ok\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜parameter>\n<｜DSML｜parameter name=\"b\" string=\"true\">partial",
-			rc: "r", ct: "ok", calls: []call{{"f", `{"a": "x", "b": "partial"}`}},
+			rc: "r", ct: "ok\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜parameter>\n<｜DSML｜parameter name=\"b\" string=\"true\">partial",
 			diags: []error{ErrUnterminatedToolCall}},
 		{name: "malformed/unterminated-invoke-header", opts: optV4Think,
 			in: "r</think>ok\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f",
@@ -537,15 +540,64 @@ func peerCases() []peerCase {
 			ct: `<｜DSML｜parameter name="a" string="true">2</｜DSML｜parameter>`, calls: []call{{"f", `{"a": "1"}`}},
 			diags: []error{ErrDuplicateParameter}},
 		{name: "malformed/unterminated-block", opts: optV4Chat,
-			in:    tc(dinvoke{"f", nil})[:len(tc(dinvoke{"f", nil}))-len("</｜DSML｜tool_calls>")],
-			calls: []call{{"f", `{}`}}, diags: []error{ErrUnterminatedToolCall}},
+			in: tc(dinvoke{"f", nil})[:len(tc(dinvoke{"f", nil}))-len("</｜DSML｜tool_calls>")],
+			ct: tc(dinvoke{"f", nil})[:len(tc(dinvoke{"f", nil}))-len("</｜DSML｜tool_calls>")], diags: []error{ErrUnterminatedToolCall}},
 		{name: "sglang-v4/direct-json-invoke-body", opts: optV4Chat,
 			in:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n{\"city\": \"SF\"}\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
 			calls: []call{{"f", `{"city": "SF"}`}}},
 		{name: "format/eos-after-content-v3", opts: optV3, in: "hello" + EOS, ct: "hello"},
 		{name: "format/eos-inside-unterminated-block", opts: optV4Chat,
-			in:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n" + EOS + "</｜DSML｜invoke>\n" + EOS,
-			calls: []call{{"f", `{}`}}, diags: []error{ErrUnterminatedToolCall}},
+			in: "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n" + EOS + "</｜DSML｜invoke>\n" + EOS,
+			ct: "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n", diags: []error{ErrUnterminatedToolCall}},
+		// ---- BREAKER F28: unclosed / truncated DSML is never a tool call ----
+		{name: "f28/dsml-marker-in-value", opts: optV4Chat,
+			in:    f28Head + `Paris of Italy<｜DSML｜parameter name="true">fahrenheit</｜DSML｜tool_calls>`,
+			ct:    f28Head + `Paris of Italy<｜DSML｜parameter name="true">fahrenheit</｜DSML｜tool_calls>`,
+			diags: []error{ErrMalformedToolCall, ErrUnterminatedToolCall, ErrMalformedToolCall}},
+		{name: "f28/dsml-marker-in-value-then-closers", opts: optV4Chat,
+			in: f28Head + "Paris of Italy<｜DSML｜parameter name=\"true\">fahrenheit</｜DSML｜parameter>\n</｜DSML｜invoke>\n" +
+				"<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"location\" string=\"true\">Tokyo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+			ct:    f28Head + "Paris of Italy<｜DSML｜parameter name=\"true\">fahrenheit</｜DSML｜parameter>\n</｜DSML｜invoke>",
+			calls: []call{{"get_weather", `{"location": "Tokyo"}`}}, diags: []error{ErrMalformedToolCall}},
+		{name: "f28/closing-marker-in-false-value", opts: optV4Chat,
+			in:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"n\" string=\"false\">1</｜DSML｜x>2</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+			ct:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"n\" string=\"false\">1</｜DSML｜x>2</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+			diags: []error{ErrMalformedToolCall, ErrMalformedToolCall}},
+		{name: "f28/invoke-closed-with-parameter-open", opts: optV4Chat,
+			in:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+			ct:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+			diags: []error{ErrUnterminatedToolCall, ErrMalformedToolCall}},
+		{name: "f28/block-closed-with-invoke-open", opts: optV4Chat,
+			in:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜parameter>\n</｜DSML｜tool_calls>",
+			ct:    "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜parameter>\n</｜DSML｜tool_calls>",
+			diags: []error{ErrUnterminatedToolCall, ErrMalformedToolCall}},
+		// max_tokens cuts (the addendum): every cut keeps the block as content, no call.
+		{name: "f28/cut-in-invoke-header", opts: optV4Chat,
+			in: "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather", ct: "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather",
+			diags: []error{ErrUnterminatedToolCall}},
+		{name: "f28/cut-in-parameter-header", opts: optV4Chat,
+			in: "\n\n" + f28Head[len("Sure."):len(f28Head)-len(`true">`)], ct: "\n\n" + f28Head[len("Sure."):len(f28Head)-len(`true">`)],
+			diags: []error{ErrUnterminatedToolCall}},
+		{name: "f28/cut-in-value", opts: optV4Think,
+			in: "r</think>" + f28Head + "Par", rc: "r", ct: f28Head + "Par",
+			diags: []error{ErrUnterminatedToolCall}},
+		{name: "f28/cut-after-invoke", opts: optV4Chat,
+			in: f28Head + "Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n", ct: f28Head + "Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n",
+			diags: []error{ErrUnterminatedToolCall}},
+		{name: "f28/cut-before-block-end", opts: optV4Chat,
+			in: f28Head + "Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_ca", ct: f28Head + "Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_ca",
+			diags: []error{ErrMalformedToolCall, ErrUnterminatedToolCall}},
+		{name: "f28/v32-cut-in-value", opts: Options{Tools: "deepseekv32"},
+			in: "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x", ct: "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x",
+			diags: []error{ErrUnterminatedToolCall}},
+		// Bare invokes (no block marker, SGLang): a closed one stays a call, the cut one is content.
+		{name: "f28/bare-invokes-cut", opts: optV4Chat,
+			in: "ok\n\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"g\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x",
+			ct: "ok<｜DSML｜invoke name=\"g\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x", calls: []call{{"f", `{}`}},
+			diags: []error{ErrUnterminatedToolCall}},
+		{name: "f28/v3-block-cut-after-call", opts: optV31,
+			in: SB + CB + "foo" + SEP + `{"x":1}` + CE, ct: SB + CB + "foo" + SEP + `{"x":1}` + CE,
+			diags: []error{ErrUnterminatedToolCall}},
 		{name: "format/python-style-escapes", opts: optV4Chat,
 			in:    tc(dinvoke{"f", []dparam{{"s", "true", "tab\there \"q\" back\\slash \x01 \u2028 é"}}}),
 			calls: []call{{"f", `{"s": "tab\there \"q\" back\\slash \u0001 ` + "\u2028" + ` é"}`}}},

@@ -82,10 +82,10 @@ type marker struct {
 // the start of a marker (at most the length of the longest marker, plus an
 // incomplete UTF-8 sequence) is held until the next Push or Close. Blank
 // text where blanks are dropped (before a leading <think>, after a tool-call
-// block, between calls) is held until non-blank text arrives. Inside a
-// DSML invoke, string="true" values stream as argument fragments; other
-// values are emitted when their parameter closes; V3/V3.1 calls are emitted
-// when the call closes (their JSON is validated first).
+// block, between calls) is held until non-blank text arrives. The output
+// of a tool-call block is held until the block closes (see the package
+// doc): an unterminated block becomes content at Close, so no call is ever
+// streamed and then found malformed or truncated.
 type Stream struct {
 	opts     Options
 	rk       reasonKind
@@ -125,6 +125,33 @@ type Stream struct {
 	calls    []callOut
 	diags    []Diagnostic
 	out      []Delta
+
+	// Tool-call blocks are deferred (see the Stream doc): while deferring,
+	// the output of the open block is recorded in ops and its raw input in
+	// blockRaw; the block's end replays ops, an unterminated block is
+	// content (blockRaw).
+	deferring bool
+	ops       []deferredOp
+	defCalls  int // call headers in ops
+	blockRaw  strings.Builder
+	inv       invokeMark
+}
+
+// deferredOp is one output event of a block whose end is not yet seen.
+type deferredOp struct {
+	kind int // runContent, runArgs or opHeader
+	idx  int
+	text string // content, argument fragment or call name
+}
+
+const opHeader = -1
+
+// invokeMark is the parser state where the open DSML invoke began, so that
+// a malformed or unterminated invoke can be taken back as content.
+type invokeMark struct {
+	rawAt, ops, calls int
+	commit            bool
+	raw               string
 }
 
 type callOut struct {
@@ -231,7 +258,8 @@ func (s *Stream) buildMarkers() {
 	s.marks[stInvHead] = []marker{{">", mGT}}
 	s.marks[stInvBody] = []marker{{dsmlParam, mParamOpen}, {dsmlInvokeEnd, mInvEnd}, blockEnd, eos}
 	s.marks[stParamHead] = []marker{{">", mGT}}
-	s.marks[stParamVal] = []marker{{dsmlParamEnd, mParamEnd}}
+	s.marks[stParamVal] = []marker{{dsmlParamEnd, mParamEnd}, {dsmlInvokeEnd, mInvEnd}, blockEnd,
+		{"<" + dsmlToken, mStray}, {"</" + dsmlToken, mStray}}
 	s.marks[stRawInvoke] = []marker{{dsmlInvokeEnd, mInvEnd}, blockEnd}
 	s.marks[stRawParam] = []marker{{dsmlParamEnd, mParamEnd}, {dsmlInvokeEnd, mInvEnd}}
 	s.marks[stXBlock] = []marker{{v3CallBegin, mXCallBegin}, blockEnd, eos, {v3CallsBegin, mBlockStart}}
@@ -371,6 +399,7 @@ func (s *Stream) run(final bool) {
 				if !s.text(s.pending[:mi], s.pos) {
 					continue // the state changed and rescans this text
 				}
+				s.record(s.pending[:mi])
 				s.pending = s.pending[mi:]
 				s.pos += mi
 				if s.st != st {
@@ -381,7 +410,11 @@ func (s *Stream) run(final bool) {
 			off := s.pos
 			s.pending = s.pending[len(m.s):]
 			s.pos += len(m.s)
+			rec := s.deferring
 			s.marker(m, off)
+			if rec && m.id != mEOS {
+				s.record(m.s) // a handler that opens a block records its marker itself
+			}
 			continue
 		}
 		cut := len(s.pending)
@@ -394,6 +427,7 @@ func (s *Stream) run(final bool) {
 			if !s.text(s.pending[:cut], s.pos) {
 				continue
 			}
+			s.record(s.pending[:cut])
 			s.pending = s.pending[cut:]
 			s.pos += cut
 			if s.st != st {
@@ -552,11 +586,21 @@ func (s *Stream) emitContent(t string) {
 	if t == "" {
 		return
 	}
+	if s.deferring {
+		s.ops = append(s.ops, deferredOp{kind: runContent, text: t})
+		return
+	}
 	s.cb.WriteString(t)
 	s.appendRun(runContent, 0, t)
 }
 
 func (s *Stream) emitHeader(name string) int {
+	if s.deferring {
+		idx := len(s.calls) + s.defCalls
+		s.defCalls++
+		s.ops = append(s.ops, deferredOp{kind: opHeader, idx: idx, text: name})
+		return idx
+	}
 	s.flushRun()
 	idx := len(s.calls)
 	id := s.newID(idx)
@@ -570,8 +614,79 @@ func (s *Stream) emitArgs(idx int, t string) {
 	if t == "" {
 		return
 	}
+	if s.deferring {
+		s.ops = append(s.ops, deferredOp{kind: runArgs, idx: idx, text: t})
+		return
+	}
 	s.calls[idx].args.WriteString(t)
 	s.appendRun(runArgs, idx, t)
+}
+
+// record keeps consumed input of the open block (for an unterminated
+// block or a malformed invoke, which become content byte for byte).
+func (s *Stream) record(t string) {
+	if s.deferring {
+		s.blockRaw.WriteString(t)
+	}
+}
+
+// release ends the deferral of a properly ended block: its calls and
+// content are emitted in order.
+func (s *Stream) release() {
+	if !s.deferring {
+		return
+	}
+	s.deferring = false
+	for _, op := range s.ops {
+		switch op.kind {
+		case opHeader:
+			s.emitHeader(op.text)
+		case runArgs:
+			s.emitArgs(op.idx, op.text)
+		default:
+			s.emitContent(op.text)
+		}
+	}
+	s.ops, s.defCalls = nil, 0
+	s.blockRaw.Reset()
+}
+
+// abandon ends the deferral of a block that was not terminated: nothing of
+// it is a tool call, its raw text is content.
+func (s *Stream) abandon() {
+	if !s.deferring {
+		return
+	}
+	s.deferring = false
+	raw := s.blockRaw.String()
+	s.ops, s.defCalls = nil, 0
+	s.blockRaw.Reset()
+	s.raw.Reset()
+	s.hold.Reset()
+	s.cur = nil
+	s.commit = false
+	s.emitContent(raw)
+}
+
+// markInvoke notes where an invoke begins (before its opening marker is
+// recorded).
+func (s *Stream) markInvoke() {
+	s.inv = invokeMark{rawAt: s.blockRaw.Len(), ops: len(s.ops), calls: s.defCalls, commit: s.commit, raw: s.raw.String()}
+}
+
+// dropInvoke takes back the open invoke (malformed or unterminated): the
+// output it produced is discarded and its raw text so far, followed by
+// extra, is content.
+func (s *Stream) dropInvoke(err error, off int, detail, extra string) {
+	if err != nil {
+		s.diag(err, off, detail)
+	}
+	s.cur = nil
+	in := s.inv
+	s.ops, s.defCalls, s.commit = s.ops[:in.ops], in.calls, in.commit
+	s.raw.Reset()
+	s.raw.WriteString(in.raw)
+	s.leak(s.blockRaw.String()[in.rawAt:] + extra)
 }
 
 func (s *Stream) takeHold() string {
@@ -666,6 +781,7 @@ func (s *Stream) blockGap(t string, off int) bool {
 		if !s.commit {
 			s.leak("")
 		}
+		s.release()
 		pre := s.takeHold()
 		s.implicit = false
 		s.raw.Reset()
@@ -725,6 +841,8 @@ func (s *Stream) marker(m marker, off int) {
 			s.hold.Reset()
 			s.startBlock(strings.TrimSuffix(m.s, dsmlInvoke))
 			s.implicit = true
+			s.markInvoke()
+			s.record(dsmlInvoke)
 			s.openHead(dsmlInvoke, stInvHead)
 		case mStray:
 			if s.st == stAfter {
@@ -749,6 +867,7 @@ func (s *Stream) marker(m marker, off int) {
 		s.hold.Reset()
 		switch m.id {
 		case mInvOpen:
+			s.markInvoke()
 			s.openHead(m.s, stInvHead)
 		case mXCallBegin:
 			s.openHead(m.s, stXCall)
@@ -769,15 +888,26 @@ func (s *Stream) marker(m marker, off int) {
 			s.finishInvoke()
 			s.st = stBlock
 		case mBlockEnd:
-			s.diag(ErrUnterminatedToolCall, off, "invoke not closed")
-			s.finishInvoke()
+			s.dropInvoke(ErrUnterminatedToolCall, off, "invoke not closed", "")
 			s.endBlock(m.s, off)
 		}
 	case stParamHead:
 		s.paramHead(off)
 	case stParamVal:
-		s.finishParam(off)
-		s.st = stInvBody
+		switch m.id {
+		case mParamEnd:
+			s.finishParam(off)
+			s.st = stInvBody
+		case mInvEnd: // the invoke closes with the parameter open
+			s.dropInvoke(ErrUnterminatedToolCall, off, "parameter not closed", m.s)
+			s.st = stBlock
+		case mBlockEnd:
+			s.dropInvoke(ErrUnterminatedToolCall, off, "parameter not closed", "")
+			s.endBlock(m.s, off)
+		default: // <｜DSML｜ or </｜DSML｜ inside a value: not a value
+			s.dropInvoke(ErrMalformedToolCall, off, "DSML marker inside parameter value", m.s)
+			s.st = stRawInvoke
+		}
 	case stRawInvoke:
 		switch m.id {
 		case mInvEnd:
@@ -793,8 +923,7 @@ func (s *Stream) marker(m marker, off int) {
 			s.leak(m.s)
 			s.st = stInvBody
 		case mInvEnd:
-			s.diag(ErrUnterminatedToolCall, off, "parameter not closed")
-			s.finishInvoke()
+			s.dropInvoke(ErrUnterminatedToolCall, off, "parameter not closed", m.s)
 			s.st = stBlock
 		}
 	case stXCall:
@@ -827,6 +956,10 @@ func (s *Stream) startBlock(open string) {
 	s.gapDirty = false
 	s.raw.Reset()
 	s.raw.WriteString(open)
+	s.deferring = true
+	s.ops, s.defCalls = nil, 0
+	s.blockRaw.Reset()
+	s.blockRaw.WriteString(open)
 	if s.tk == toolV3 || s.tk == toolV31 {
 		s.st = stXBlock
 	} else {
@@ -839,6 +972,7 @@ func (s *Stream) endBlock(end string, off int) {
 		s.diag(ErrMalformedToolCall, off, "tool-call block without a valid call")
 		s.leak(end)
 	}
+	s.release()
 	s.raw.Reset()
 	s.hold.Reset()
 	s.implicit = false
@@ -1101,9 +1235,12 @@ func (s *Stream) finishXCall(end string, off int) {
 	s.emitArgs(idx, args)
 }
 
-// finish closes whatever is open at the end of the input.
+// finish closes whatever is open at the end of the input. An unterminated
+// block is content, byte for byte; in a run of bare invokes (no block
+// markers) only the unterminated last invoke is.
 func (s *Stream) finish() {
 	end := s.total
+	inInvoke := false
 	switch s.st {
 	case stReasonStart:
 		s.emitReasoning(s.takeHold())
@@ -1115,37 +1252,41 @@ func (s *Stream) finish() {
 	case stAfter:
 		s.hold.Reset()
 	case stBlock, stXBlock:
-		s.hold.Reset()
 		if !s.implicit {
 			s.diag(ErrUnterminatedToolCall, end, "block not closed")
 		}
 	case stInvHead:
 		s.diag(ErrUnterminatedToolCall, end, "invoke header not closed")
-		s.leak(s.headRaw + s.acc.String())
-	case stInvBody:
+		inInvoke = true
+	case stInvBody, stRawInvoke:
 		s.diag(ErrUnterminatedToolCall, end, "invoke not closed")
-		s.finishInvoke()
+		inInvoke = true
 	case stParamHead:
 		s.diag(ErrUnterminatedToolCall, end, "parameter header not closed")
-		s.leak(s.headRaw + s.acc.String())
-		s.finishInvoke()
-	case stParamVal:
+		inInvoke = true
+	case stParamVal, stRawParam:
 		s.diag(ErrUnterminatedToolCall, end, "parameter not closed")
-		s.finishParam(end)
-		s.finishInvoke()
-	case stRawInvoke:
-		s.diag(ErrUnterminatedToolCall, end, "invoke not closed")
-	case stRawParam:
-		s.diag(ErrUnterminatedToolCall, end, "parameter not closed")
-		s.finishInvoke()
+		inInvoke = true
 	case stXCall:
 		s.diag(ErrUnterminatedToolCall, end, "call not closed")
-		s.leak(s.headRaw + s.acc.String())
 	}
-	if !s.commit && s.raw.Len() > 0 {
-		s.leak("")
+	if s.deferring {
+		if s.implicit {
+			if inInvoke {
+				s.dropInvoke(nil, end, "", "")
+			}
+			if !s.commit && s.raw.Len() > 0 {
+				s.leak("")
+			}
+			s.hold.Reset()
+			s.release()
+		} else {
+			s.abandon()
+		}
 	}
+	s.cur = nil
 	s.raw.Reset()
+	s.hold.Reset()
 	s.acc.Reset()
 	s.st = stContent
 }

@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -383,12 +384,22 @@ func TestStreamingDeltaOrder(t *testing.T) {
 	if rest := s.Close(); len(rest) != 0 {
 		t.Errorf("Close = %+v, want nothing", rest)
 	}
-	// DSML string values stream as argument fragments before the call ends.
+	// A DSML block's calls are held until the block closes (BREAKER F28):
+	// then each comes as a header delta and one arguments delta.
 	s, _ = NewStream(Options{Tools: "deepseek-v4", NewID: seqIDs})
-	s.Push("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"w\">\n<｜DSML｜parameter name=\"text\" string=\"true\">Hello")
-	got := Merge(s.Push(", wor"))
-	if len(got.ToolCalls) != 1 || got.ToolCalls[0].Function.Arguments != ", wor" {
-		t.Errorf("fragment = %+v", got)
+	early := s.Push("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"w\">\n<｜DSML｜parameter name=\"text\" string=\"true\">Hello")
+	early = append(early, s.Push(", wor")...)
+	early = append(early, s.Push("ld</｜DSML｜parameter>\n</｜DSML｜invoke>\n")...)
+	if len(early) != 0 {
+		t.Errorf("deltas before the block end = %+v", early)
+	}
+	d = s.Push("</｜DSML｜tool_calls>")
+	want = []Delta{
+		{ToolCalls: []ToolCallDelta{{Index: 0, ID: "call_0", Type: "function", Function: FunctionDelta{Name: "w"}}}},
+		{ToolCalls: []ToolCallDelta{{Index: 0, Function: FunctionDelta{Arguments: `{"text": "Hello, world"}`}}}},
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("block end deltas = %+v, want %+v", d, want)
 	}
 	// Parallel calls get indexes 0, 1 and distinct default ids.
 	m, _ := Parse(dsml("tool_calls", dinvoke{"a", nil}, dinvoke{"b", nil}), Options{Tools: "deepseek-v4"})
@@ -474,10 +485,13 @@ func TestDiagnosticError(t *testing.T) {
 	}
 }
 
-// vLLM test_deepseekv32_tool_parser.py streaming cases: a long string value
-// streams before its parameter closes (vLLM #52846); arguments start before
-// the invoke closes; the start marker cut at every chunk size leaks nothing
-// into content (vLLM #40801).
+// vLLM test_deepseekv32_tool_parser.py streaming cases. vLLM streams a long
+// string value before its parameter closes (vLLM #52846) and arguments
+// before the invoke closes; here a block's calls are held until the block
+// closes (BREAKER F28: a call that later turns out malformed or truncated
+// must not have been streamed), so the same inputs give no tool-call delta
+// before the block end and the whole value after it. The start marker cut
+// at every chunk size leaks nothing into content (vLLM #40801).
 func TestStreamingVLLMV32(t *testing.T) {
 	const fcStart = "<｜DSML｜function_calls>"
 	opts := Options{Tools: "deepseekv32", ToolsDecl: tools("emit", `{"type":"object","properties":{"text":{"type":"string"}}}`), Coerce: true, NewID: seqIDs}
@@ -487,26 +501,22 @@ func TestStreamingVLLMV32(t *testing.T) {
 	chunks = append(chunks, "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>")
 	s, _ := NewStream(opts)
 	var all []Delta
-	withArgs := 0
 	for i, c := range chunks {
 		d := s.Push(c)
-		if i > 0 && i < len(chunks)-1 && len(Merge(d).ToolCalls) > 0 && Merge(d).ToolCalls[0].Function.Arguments != "" {
-			withArgs++
+		if i < len(chunks)-1 && len(d) > 0 {
+			t.Errorf("chunk %d before the block end produced %+v", i, d)
 		}
 		all = append(all, d...)
 	}
 	all = append(all, s.Close()...)
-	if withArgs < 100 {
-		t.Errorf("only %d of %d body chunks produced argument deltas", withArgs, len(chunks)-2)
-	}
 	if m := Merge(all); len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Arguments != `{"text": "`+body+`"}` {
 		t.Errorf("merged = %+v", m)
 	}
 
 	s, _ = NewStream(Options{Tools: "deepseekv32", NewID: seqIDs})
 	m := Merge(s.Push(fcStart + "\n<｜DSML｜invoke name=\"fn\">\n<｜DSML｜parameter name=\"k\" string=\"true\">val</｜DSML｜parameter>\n"))
-	if len(m.ToolCalls) != 1 || !strings.HasPrefix(m.ToolCalls[0].Function.Arguments, `{"k"`) {
-		t.Errorf("arguments before invoke end = %+v", m)
+	if len(m.ToolCalls) != 0 || m.Content != "" {
+		t.Errorf("output before the block end = %+v", m)
 	}
 
 	full := fcStart + "\n<｜DSML｜invoke name=\"fn\">\n<｜DSML｜parameter name=\"k\" string=\"true\">v</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
@@ -514,6 +524,37 @@ func TestStreamingVLLMV32(t *testing.T) {
 		merged, _, _ := streamResult(t, Options{Tools: "deepseekv32", NewID: seqIDs}, fixedChunks(full, size))
 		if merged.Content != "" || len(merged.ToolCalls) != 1 || merged.ToolCalls[0].Function.Arguments != `{"k": "v"}` {
 			t.Errorf("chunk size %d: %+v", size, merged)
+		}
+	}
+}
+
+// TestF28Streaming: BREAKER F28's output (a DSML marker inside a string
+// value, and the same text cut by max_tokens at every byte) never yields a
+// tool-call delta, streamed rune by rune, and the merged stream equals
+// Parse: the text is content.
+func TestF28Streaming(t *testing.T) {
+	full := f28Head + `Paris of Italy<｜DSML｜parameter name="true">fahrenheit</｜DSML｜tool_calls>`
+	for cut := 0; cut <= len(full); cut++ {
+		in := full[:cut]
+		whole, _ := Parse(in, Options{Tools: "deepseek-v4", Reasoning: "deepseek-v4"})
+		s, _ := NewStream(Options{Tools: "deepseek-v4", Reasoning: "deepseek-v4"})
+		var deltas []Delta
+		for _, r := range in {
+			deltas = append(deltas, s.Push(string(r))...)
+		}
+		deltas = append(deltas, s.Close()...)
+		merged := Merge(deltas)
+		if len(whole.ToolCalls) != 0 || len(merged.ToolCalls) != 0 {
+			t.Fatalf("cut %d: tool calls %+v / %+v", cut, whole.ToolCalls, merged.ToolCalls)
+		}
+		if strings.ToValidUTF8(in, "") != in {
+			continue // a cut inside a rune: compared by the chunking property
+		}
+		if whole.Content != in || merged.Content != in {
+			t.Fatalf("cut %d: content %q / %q, want %q", cut, whole.Content, merged.Content, in)
+		}
+		if cut >= len("Sure.<｜DSML｜tool_calls>") && !errors.Is(whole.Err(), ErrUnterminatedToolCall) && !errors.Is(whole.Err(), ErrMalformedToolCall) {
+			t.Fatalf("cut %d: diagnostics %v", cut, whole.Diagnostics)
 		}
 	}
 }

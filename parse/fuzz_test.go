@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
 
 // fuzzCheck parses text whole and in chunks cut from seed, and checks the
-// invariants: no panic, stream == whole, arguments are JSON objects, text
+// invariants: no panic, stream == whole, arguments are JSON objects (with
+// no DSML markup for the DSML parsers), text
 // is only taken from the input, valid UTF-8 in gives valid UTF-8 out.
 func fuzzCheck(t *testing.T, opts Options, text string, seed uint64) {
 	opts.NewID = seqIDs
@@ -30,6 +32,11 @@ func fuzzCheck(t *testing.T, opts Options, text string, seed uint64) {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(c.Function.Arguments), &obj); err != nil {
 			t.Fatalf("arguments of %s not a JSON object: %q", c.Function.Name, c.Function.Arguments)
+		}
+		if opts.Tools == "deepseek-v4" || opts.Tools == "deepseekv32" {
+			if strings.Contains(c.Function.Arguments, "<"+dsmlToken) || strings.Contains(c.Function.Arguments, "</"+dsmlToken) {
+				t.Fatalf("DSML markup inside the arguments of %s: %q", c.Function.Name, c.Function.Arguments)
+			}
 		}
 	}
 	if !isSubsequence(whole.ReasoningContent, text) || !isSubsequence(whole.Content, text) {

@@ -1143,9 +1143,9 @@ func (s *Stream) finishInvoke() {
 		return
 	}
 	s.cur = nil
-	if c.nParams == 0 && c.unwrap == nil && c.gapOff >= 0 {
+	if g := c.gap.String(); c.nParams == 0 && c.unwrap == nil && c.gapOff >= 0 && !hasDSMLMarkup(g) {
 		// SGLang's extension: a JSON object directly inside the invoke.
-		if v, ok := decodeJSON(c.gap.String()); ok && v.kind == jObject {
+		if v, ok := decodeJSON(g); ok && v.kind == jObject {
 			s.emitArgs(c.index, s.coerceObject(v, c.schema).py())
 			return
 		}
@@ -1162,6 +1162,12 @@ func (s *Stream) finishInvoke() {
 	default:
 		s.emitArgs(c.index, "}")
 	}
+}
+
+// hasDSMLMarkup reports a DSML tag opening in t: such text is never an
+// argument value.
+func hasDSMLMarkup(t string) bool {
+	return strings.Contains(t, "<"+dsmlToken) || strings.Contains(t, "</"+dsmlToken)
 }
 
 // coerceObject applies Options.Coerce to the top-level members of an

@@ -38,6 +38,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/disagg"
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/httpserve"
 	"github.com/dsv4go/dsv4go/models"
 )
 
@@ -67,6 +68,9 @@ func run(ctx context.Context, args []string) error {
 	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
 	allowed := fs.String("allowed-bootstrap-hosts", "", "decode: comma-separated host names, IPs and CIDR prefixes that a request's bootstrap_host may name (default: any host)")
 	ctxLen := fs.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's)")
+	hdrTimeout := fs.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
+	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")
+	idleTimeout := fs.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,7 +141,7 @@ func run(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("--disaggregation-mode must be prefill, decode or null, not %q", *mode)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserve.New(handler, httpserve.Timeouts{ReadHeader: *hdrTimeout, Body: *bodyTimeout, Idle: *idleTimeout})
 	fmt.Fprintln(stdout, announce)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/disagg"
+	"github.com/dsv4go/dsv4go/internal/httpserve"
 )
 
 func main() {
@@ -94,6 +94,9 @@ func run(ctx context.Context, args []string) error {
 	attempts := fs.Int("max-attempts", 3, "attempts per request (retries only before the first response byte)")
 	health := fs.Duration("health-check-interval", 5*time.Second, "period of worker health checks")
 	healthFails := fs.Int("health-failure-threshold", 2, "failed checks before a worker is unhealthy")
+	hdrTimeout := fs.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
+	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")
+	idleTimeout := fs.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,7 +120,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserve.New(rt.Handler(), httpserve.Timeouts{ReadHeader: *hdrTimeout, Body: *bodyTimeout, Idle: *idleTimeout})
 	fmt.Println("listening http=" + lis.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/httpserve"
 	"github.com/dsv4go/dsv4go/models"
 	"github.com/dsv4go/dsv4go/template"
 	"github.com/dsv4go/dsv4go/tokenizer"
@@ -101,6 +102,9 @@ func run() error {
 		tokenizerPath  = flag.String("tokenizer-path", "", "tokenizer directory (default: the model's)")
 		mock           = flag.Bool("mock", false, "serve a scripted stand-in model (DeepSeek-V4 vocabulary, no checkpoint) for client tests")
 		mockDelay      = flag.Duration("mock-delay", 0, "with --mock: time per decode step")
+		hdrTimeout     = flag.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
+		bodyTimeout    = flag.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers; slower clients are cut off (negative: no limit; responses, SSE included, have no write timeout)")
+		idleTimeout    = flag.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
 	)
 	flag.Parse()
 	var lvl slog.Level
@@ -193,7 +197,7 @@ func run() error {
 	}
 	srv := NewServer(eng, ServerConfig{ModelName: name, Aliases: []string{*modelPath}, APIKey: *apiKey,
 		MaxBodyBytes: *maxBody, MaxTokens: *contextLen, Logger: log})
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := httpserve.New(srv.Handler(), httpserve.Timeouts{ReadHeader: *hdrTimeout, Body: *bodyTimeout, Idle: *idleTimeout})
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return err

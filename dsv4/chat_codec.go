@@ -21,8 +21,11 @@ const (
 // tokenizerCodec adapts *tokenizer.Tokenizer to textTokenizer.
 type tokenizerCodec struct{ t *tokenizer.Tokenizer }
 
+// Encode fails (tokenizer.ErrRegexTimeout, a server-side fault: HTTP 500)
+// only when a regexp2-run Split pattern of a non-DeepSeek tokenizer.json
+// exceeds tokenizer.RegexMatchTimeout.
 func (c tokenizerCodec) Encode(text string) ([]int32, error) {
-	return c.t.Encode(text, tokenizer.EncodeOptions{}), nil
+	return c.t.EncodeErr(text, tokenizer.EncodeOptions{})
 }
 
 func (c tokenizerCodec) NewDecoder() tokenDecoder {

@@ -355,17 +355,7 @@ func TestUnknownID(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	var sb strings.Builder
-	sb.WriteString("{")
-	for b := 0; b < 256; b++ {
-		if b > 0 {
-			sb.WriteString(",")
-		}
-		k, _ := json.Marshal(byteLevelEncode(string([]byte{byte(b)})))
-		fmt.Fprintf(&sb, "%s:%d", k, b)
-	}
-	sb.WriteString("}")
-	byteVocab := sb.String()
+	byteVocab := byteVocabJSON()
 	if _, err := Parse([]byte(`{"model":{"type":"BPE","vocab":`+byteVocab+`,"merges":[]},"decoder":{"type":"ByteLevel"}}`), nil); err != nil {
 		t.Fatalf("minimal byte-level tokenizer: %v", err)
 	}

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/dsv4go/dsv4go/internal/httpserve/httpservetest"
 )
 
 // TestSlowBodyCutOff (BREAKER F29): a client trickling its request body to
@@ -27,9 +28,10 @@ func TestSlowBodyCutOff(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	var c net.Conn
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err = net.Dial("tcp", addr); err == nil {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
 			break
 		}
 		select {
@@ -42,22 +44,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"messages\""); err != nil {
+	if err := httpservetest.SlowBody(addr, "/v1/chat/completions", 5*time.Second); err != nil {
 		t.Fatal(err)
-	}
-	go func() {
-		for range 200 {
-			if _, err := c.Write([]byte(" ")); err != nil {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.Copy(io.Discard, c); err != nil {
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			t.Fatal("slow-body connection still open after 5 s")
-		}
 	}
 }

@@ -163,10 +163,12 @@ func TestEngineCancelFreesState(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("iteration ended with %v, want context.Canceled", err)
 	}
-	waitFor(t, "state freed", func() bool { return e.Stats().LiveSequences == 0 && b.live.Load() == 0 })
-	if s := e.Stats(); s.StateBytes != 0 || s.Running != 0 {
-		t.Fatalf("after cancel: %+v", s)
-	}
+	// The scheduler drops Running and StateBytes on its next step, after the
+	// sequence itself is freed: wait for all of them (flaked under load).
+	waitFor(t, "state freed", func() bool {
+		s := e.Stats()
+		return s.LiveSequences == 0 && b.live.Load() == 0 && s.StateBytes == 0 && s.Running == 0
+	})
 }
 
 // Breaking out of the loop is a cancellation too.

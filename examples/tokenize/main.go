@@ -70,7 +70,10 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		_, err = io.WriteString(stdout, text)
 		return err
 	}
-	ids := tok.Encode(string(in), tokenizer.EncodeOptions{AddBOS: *bos})
+	ids, err := tok.EncodeErr(string(in), tokenizer.EncodeOptions{AddBOS: *bos})
+	if err != nil {
+		return err
+	}
 	if ids == nil {
 		ids = []int32{}
 	}

@@ -620,9 +620,11 @@ func TestPDEndToEnd(t *testing.T) {
 		if after := metric(t, d1.url, "dsv4_disagg_restored_prompts_total"); after-before != 3 {
 			t.Fatalf("the live decode server got %v of 3 requests", after-before)
 		}
-		if metric(t, rc.url, "dsv4_router_retries_total") == 0 {
-			t.Error("no retries counted")
-		}
+		// Whether a request met the dead server (and was retried) before the 200 ms
+		// health check marked it down depends on timing and on power_of_two's picks,
+		// so retries are not asserted here; the retry path is asserted exactly in
+		// prefill_killed_mid_transfer.
+		t.Logf("router retries after the decode kill: %v", metric(t, rc.url, "dsv4_router_retries_total"))
 	})
 }
 

@@ -7,7 +7,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/dsv4go/dsv4go/internal/pyjson"
 )
 
 // jkind is the kind of a decoded JSON value.
@@ -123,7 +124,7 @@ func (v jval) writePy(b *bytes.Buffer) {
 	case jBool, jNumber:
 		b.WriteString(v.lit)
 	case jString:
-		writePyString(b, v.lit)
+		pyjson.WriteString(b, v.lit, false)
 	case jArray:
 		b.WriteByte('[')
 		for i, e := range v.arr {
@@ -139,7 +140,7 @@ func (v jval) writePy(b *bytes.Buffer) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writePyString(b, kv.key)
+			pyjson.WriteString(b, kv.key, false)
 			b.WriteString(": ")
 			kv.val.writePy(b)
 		}
@@ -151,64 +152,6 @@ func (v jval) py() string {
 	var b bytes.Buffer
 	v.writePy(&b)
 	return b.String()
-}
-
-// writePyString writes s as a JSON string literal like Python's json.dumps
-// with ensure_ascii=False: only '"', '\\' and control characters below
-// U+0020 are escaped; invalid UTF-8 bytes become U+FFFD.
-func writePyString(b *bytes.Buffer, s string) {
-	b.WriteByte('"')
-	writePyStringBody(b, s)
-	b.WriteByte('"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-func writePyStringBody(b *bytes.Buffer, s string) {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b.WriteString(s[start:i])
-			switch c {
-			case '"':
-				b.WriteString(`\"`)
-			case '\\':
-				b.WriteString(`\\`)
-			case '\n':
-				b.WriteString(`\n`)
-			case '\r':
-				b.WriteString(`\r`)
-			case '\t':
-				b.WriteString(`\t`)
-			case '\b':
-				b.WriteString(`\b`)
-			case '\f':
-				b.WriteString(`\f`)
-			default:
-				b.WriteString(`\u00`)
-				b.WriteByte(hexDigits[c>>4])
-				b.WriteByte(hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteString(s[start:i])
-			b.WriteString("\ufffd")
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b.WriteString(s[start:])
 }
 
 // typeSet is the set of JSON-schema types allowed for a property.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dsv4go/dsv4go/internal/pyjson"
 )
 
 // Literal markers of the DeepSeek formats (dsv4-formats.md §2.1, §3; the V3
@@ -759,7 +761,7 @@ func (s *Stream) text(t string, off int) bool {
 	case stParamVal:
 		if s.cur.pStream {
 			var b bytes.Buffer
-			writePyStringBody(&b, t)
+			pyjson.WriteStringBody(&b, t, false)
 			s.emitArgs(s.cur.index, b.String())
 		} else {
 			s.acc.WriteString(t)
@@ -1074,7 +1076,7 @@ func (s *Stream) argKey(name string) {
 	var b bytes.Buffer
 	if c.unwrap != nil {
 		b.WriteByte('{')
-		writePyString(&b, c.wrapKey)
+		pyjson.WriteString(&b, c.wrapKey, false)
 		b.WriteString(": ")
 		c.wrapVal.writePy(&b)
 		c.unwrap = nil
@@ -1086,7 +1088,7 @@ func (s *Stream) argKey(name string) {
 	} else {
 		b.WriteString(", ")
 	}
-	writePyString(&b, name)
+	pyjson.WriteString(&b, name, false)
 	b.WriteString(": ")
 	s.emitArgs(c.index, b.String())
 }

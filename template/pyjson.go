@@ -10,7 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/dsv4go/dsv4go/internal/pyjson"
 )
 
 // This file holds an insertion-ordered JSON value model and a writer that
@@ -225,7 +226,7 @@ func dumpTo(b *strings.Builder, v any, o *dumpOptions, level, depth int) error {
 			b.WriteString("false")
 		}
 	case string:
-		writePyString(b, t, o.EnsureASCII)
+		pyjson.WriteString(b, t, o.EnsureASCII)
 	case pyInt:
 		b.WriteString(t.text)
 	case pyFloat:
@@ -325,7 +326,7 @@ func dumpObject(b *strings.Builder, keys []string, vals []any, o *dumpOptions, l
 		if o.Indent != nil {
 			writeNewline(b, o, level+1)
 		}
-		writePyString(b, k, o.EnsureASCII)
+		pyjson.WriteString(b, k, o.EnsureASCII)
 		b.WriteString(keySep)
 		if err := dumpTo(b, vals[i], o, level+1, depth+1); err != nil {
 			return err
@@ -336,66 +337,6 @@ func dumpObject(b *strings.Builder, keys []string, vals []any, o *dumpOptions, l
 	}
 	b.WriteByte('}')
 	return nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// writePyString quotes s as Python's json encoder does: only '"', '\\' and
-// control characters are escaped (plus non-ASCII when ensureASCII).
-// Invalid UTF-8 bytes are written as U+FFFD.
-func writePyString(b *strings.Builder, s string, ensureASCII bool) {
-	b.WriteByte('"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"':
-				b.WriteString(`\"`)
-			case '\\':
-				b.WriteString(`\\`)
-			case '\n':
-				b.WriteString(`\n`)
-			case '\r':
-				b.WriteString(`\r`)
-			case '\t':
-				b.WriteString(`\t`)
-			case '\b':
-				b.WriteString(`\b`)
-			case '\f':
-				b.WriteString(`\f`)
-			default:
-				if c < 0x20 || (ensureASCII && c == 0x7f) {
-					b.WriteString(`\u00`)
-					b.WriteByte(hexDigits[c>>4])
-					b.WriteByte(hexDigits[c&0xf])
-				} else {
-					b.WriteByte(c)
-				}
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		if !ensureASCII {
-			b.WriteRune(r)
-			continue
-		}
-		writeU := func(x rune) {
-			b.WriteString(`\u`)
-			for shift := 12; shift >= 0; shift -= 4 {
-				b.WriteByte(hexDigits[(x>>uint(shift))&0xf])
-			}
-		}
-		if r >= 0x10000 {
-			r -= 0x10000
-			writeU(0xd800 | (r>>10)&0x3ff)
-			writeU(0xdc00 | r&0x3ff)
-		} else {
-			writeU(r)
-		}
-	}
-	b.WriteByte('"')
 }
 
 // pyFloatJSON prints f as json.dumps does: float.__repr__, with

@@ -22,6 +22,40 @@ func (w lineWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// startDecode runs the example as a decode server on a free port with the
+// extra flags, waits for its listening line and returns the address; the
+// server is stopped, and its exit error reported, when the test ends.
+func startDecode(t *testing.T, extra ...string) string {
+	t.Helper()
+	lines := make(chan string, 1)
+	stdout = lineWriter{lines}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--disaggregation-mode", "decode", "--port", "0"}, extra...))
+	}()
+	exited := false
+	t.Cleanup(func() {
+		cancel()
+		if exited {
+			return
+		}
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case l := <-lines:
+		return strings.TrimPrefix(l, "listening http=")
+	case err := <-done:
+		exited = true
+		t.Fatalf("run: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Fatal("no listening line")
+	}
+	return ""
+}
+
 // TestAllowedBootstrapHosts (BREAKER F18): --allowed-bootstrap-hosts is
 // checked at start-up, and a decode server started with it refuses a
 // bootstrap_host outside the list with 403 without dialling it (port 1 would
@@ -32,28 +66,7 @@ func TestAllowedBootstrapHosts(t *testing.T) {
 		t.Fatalf("bad list: %v", err)
 	}
 
-	lines := make(chan string, 1)
-	stdout = lineWriter{lines}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--disaggregation-mode", "decode", "--port", "0", "--allowed-bootstrap-hosts", "10.9.9.9,prefill.internal"})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	var addr string
-	select {
-	case l := <-lines:
-		addr = strings.TrimPrefix(l, "listening http=")
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(90 * time.Second):
-		t.Fatal("no listening line")
-	}
+	addr := startDecode(t, "--allowed-bootstrap-hosts", "10.9.9.9,prefill.internal")
 	postJSON := func(body string) (int, string) {
 		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {

@@ -2,8 +2,6 @@ package disagg
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,26 +12,20 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
 // MaxBodyBytes bounds a request body read by the servers and the router.
 const MaxBodyBytes = 32 << 20
 
-type apiError struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Param   any    `json:"param"`
-	Code    any    `json:"code"`
-}
-
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	e := apiError{Message: msg, Type: typ}
+	e := openaiwire.Error{Message: msg, Type: typ}
 	if code != "" {
 		e.Code = code
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
+	_ = json.NewEncoder(w).Encode(map[string]openaiwire.Error{"error": e})
 }
 
 // errorStatus maps an engine or transfer error to an HTTP status, an
@@ -111,12 +103,6 @@ func readChat(w http.ResponseWriter, r *http.Request) (req dsv4.ChatRequest, bs 
 	return req, bs, hasBootstrap, true
 }
 
-func newID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
 // Bootstrap is where a decode server finds a request's state: the prefill
 // server's bootstrap address and the room (SGLang's bootstrap_host,
 // bootstrap_port and bootstrap_room request fields; in sequential mode the
@@ -179,36 +165,19 @@ func bootstrapOf(raw map[string]json.RawMessage) (Bootstrap, bool, error) {
 }
 
 type chatChunkJSON struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []chunkChoiceJSON `json:"choices"`
-	Usage   *dsv4.Usage       `json:"usage,omitempty"`
-}
-
-type chunkChoiceJSON struct {
-	Index        int                `json:"index"`
-	Delta        dsv4.ChatDelta     `json:"delta"`
-	Logprobs     *dsv4.ChatLogprobs `json:"logprobs"`
-	FinishReason *string            `json:"finish_reason"`
-	MatchedStop  any                `json:"matched_stop,omitempty"`
-}
-
-type chatResponseJSON struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []dsv4.ChatChoice `json:"choices"`
-	Usage   dsv4.Usage        `json:"usage"`
+	ID      string                   `json:"id"`
+	Object  string                   `json:"object"`
+	Created int64                    `json:"created"`
+	Model   string                   `json:"model"`
+	Choices []openaiwire.ChunkChoice `json:"choices"`
+	Usage   *dsv4.Usage              `json:"usage,omitempty"`
 }
 
 // writeChat renders an engine chat stream as an OpenAI chat.completion (JSON)
 // or chat.completion.chunk events (SSE ending in [DONE]). onFirst is called at
 // the first chunk (TTFT). It returns the stream's error, if any.
 func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, model string, stream iter.Seq2[*dsv4.ChatChunk, error], onFirst func()) error {
-	id, created := newID("chatcmpl-"), time.Now().Unix()
+	id, created := openaiwire.NewID("chatcmpl-"), time.Now().Unix()
 	first := true
 	if !req.Stream {
 		var acc dsv4.ChatAccumulator
@@ -225,7 +194,7 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 		}
 		resp := acc.Response()
 		w.Header().Set("Content-Type", "application/json")
-		return json.NewEncoder(w).Encode(chatResponseJSON{ID: id, Object: "chat.completion", Created: created,
+		return json.NewEncoder(w).Encode(openaiwire.ChatResponse{ID: id, Object: "chat.completion", Created: created,
 			Model: model, Choices: resp.Choices, Usage: resp.Usage})
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
@@ -248,11 +217,11 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 		if err != nil {
 			if r.Context().Err() == nil {
 				_, typ, code := errorStatus(err)
-				e := apiError{Message: err.Error(), Type: typ}
+				e := openaiwire.Error{Message: err.Error(), Type: typ}
 				if code != "" {
 					e.Code = code
 				}
-				_ = write(map[string]apiError{"error": e})
+				_ = write(map[string]openaiwire.Error{"error": e})
 				_, _ = io.WriteString(w, "data: [DONE]\n\n")
 				_ = rc.Flush()
 			}
@@ -267,14 +236,14 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 			if !includeUsage {
 				continue
 			}
-			out.Choices = []chunkChoiceJSON{}
+			out.Choices = []openaiwire.ChunkChoice{}
 			out.Usage = ch.Usage
 		} else {
-			c := chunkChoiceJSON{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
+			c := openaiwire.ChunkChoice{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
 			if ch.FinishReason != "" {
 				c.FinishReason = &ch.FinishReason
 			}
-			out.Choices = []chunkChoiceJSON{c}
+			out.Choices = []openaiwire.ChunkChoice{c}
 		}
 		if err := write(out); err != nil {
 			return err // client gone: leaving the loop frees the engine's state

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -262,7 +263,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	usage := dsv4.Usage{PromptTokens: len(prompt), TotalTokens: len(prompt)}
-	resp := map[string]any{"id": newID("chatcmpl-"), "object": "chat.completion", "created": time.Now().Unix(),
+	resp := map[string]any{"id": openaiwire.NewID("chatcmpl-"), "object": "chat.completion", "created": time.Now().Unix(),
 		"model": p.cfg.Name, "choices": []any{}, "usage": usage}
 	if !concurrent {
 		resp["kv_transfer_params"] = bs

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
 // Server is the OpenAI-compatible HTTP front end of one dsv4.Engine.
@@ -92,16 +91,8 @@ func (s *Server) Handler() http.Handler {
 // 503, ahead of http.Server.Shutdown.
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// apiError is OpenAI's error object.
-type apiError struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Param   any    `json:"param"`
-	Code    any    `json:"code"`
-}
-
 func writeError(w http.ResponseWriter, status int, typ, param, code, msg string) {
-	e := apiError{Message: msg, Type: typ}
+	e := openaiwire.Error{Message: msg, Type: typ}
 	if param != "" {
 		e.Param = param
 	}
@@ -110,7 +101,7 @@ func writeError(w http.ResponseWriter, status int, typ, param, code, msg string)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
+	_ = json.NewEncoder(w).Encode(map[string]openaiwire.Error{"error": e})
 }
 
 // writeEngineError maps engine errors to OpenAI errors and status codes.
@@ -225,41 +216,18 @@ func (s *Server) checkMaxTokens(w http.ResponseWriter, vals map[string]*int) boo
 	return true
 }
 
-func newID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
 // chatChunkJSON is one chat.completion.chunk.
 type chatChunkJSON struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []chunkChoiceJSON `json:"choices"`
+	ID      string                   `json:"id"`
+	Object  string                   `json:"object"`
+	Created int64                    `json:"created"`
+	Model   string                   `json:"model"`
+	Choices []openaiwire.ChunkChoice `json:"choices"`
 }
 
 type chatChunkUsageJSON struct {
 	chatChunkJSON
 	Usage *dsv4.Usage `json:"usage"`
-}
-
-type chunkChoiceJSON struct {
-	Index        int                `json:"index"`
-	Delta        dsv4.ChatDelta     `json:"delta"`
-	Logprobs     *dsv4.ChatLogprobs `json:"logprobs"`
-	FinishReason *string            `json:"finish_reason"`
-	MatchedStop  any                `json:"matched_stop,omitempty"`
-}
-
-type chatResponseJSON struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []dsv4.ChatChoice `json:"choices"`
-	Usage   dsv4.Usage        `json:"usage"`
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -278,7 +246,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		s.writeEngineError(w, err)
 		return
 	}
-	id, created := newID("chatcmpl-"), time.Now().Unix()
+	id, created := openaiwire.NewID("chatcmpl-"), time.Now().Unix()
 	obs := s.m.observer(t0)
 	if !req.Stream {
 		var acc dsv4.ChatAccumulator
@@ -293,7 +261,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		resp := acc.Response()
 		obs.done(resp.Usage, resp.Choices)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(chatResponseJSON{
+		_ = json.NewEncoder(w).Encode(openaiwire.ChatResponse{
 			ID: id, Object: "chat.completion", Created: created, Model: s.modelName,
 			Choices: resp.Choices, Usage: resp.Usage,
 		})
@@ -306,14 +274,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 			if !includeUsage {
 				return nil
 			}
-			base.Choices = []chunkChoiceJSON{}
+			base.Choices = []openaiwire.ChunkChoice{}
 			return chatChunkUsageJSON{base, ch.Usage}
 		}
-		c := chunkChoiceJSON{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
+		c := openaiwire.ChunkChoice{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
 		if ch.FinishReason != "" {
 			c.FinishReason = &ch.FinishReason
 		}
-		base.Choices = []chunkChoiceJSON{c}
+		base.Choices = []openaiwire.ChunkChoice{c}
 		if includeUsage {
 			return chatChunkUsageJSON{base, nil}
 		}
@@ -349,11 +317,11 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, stream iter.Seq2[*d
 	for ch, err := range stream {
 		if err != nil {
 			if r.Context().Err() == nil {
-				e := apiError{Message: err.Error(), Type: "internal_error"}
+				e := openaiwire.Error{Message: err.Error(), Type: "internal_error"}
 				if errors.Is(err, dsv4.ErrEngineClosed) {
 					e.Type, e.Code = "service_unavailable", "shutting_down"
 				}
-				write(map[string]apiError{"error": e})
+				write(map[string]openaiwire.Error{"error": e})
 			}
 			obs.failed()
 			return
@@ -413,7 +381,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		s.writeEngineError(w, err)
 		return
 	}
-	id, created := newID("cmpl-"), time.Now().Unix()
+	id, created := openaiwire.NewID("cmpl-"), time.Now().Unix()
 	obs := s.m.observer(t0)
 	offsets := map[int]int{}
 	logprobs := func(ch *dsv4.ChatChunk) *dsv4.CompletionLogprobs {

@@ -1,0 +1,45 @@
+// Package openaiwire holds the OpenAI wire JSON shapes that both the
+// disaggregated servers (disagg) and the example server (examples/server)
+// write, so the two answer with the same bytes.
+package openaiwire
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+)
+
+// Error is OpenAI's error object (sent as {"error": Error}).
+type Error struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    any    `json:"code"`
+}
+
+// ChunkChoice is one choice of a chat.completion.chunk.
+type ChunkChoice struct {
+	Index        int                `json:"index"`
+	Delta        dsv4.ChatDelta     `json:"delta"`
+	Logprobs     *dsv4.ChatLogprobs `json:"logprobs"`
+	FinishReason *string            `json:"finish_reason"`
+	MatchedStop  any                `json:"matched_stop,omitempty"`
+}
+
+// ChatResponse is a non-streamed chat.completion.
+type ChatResponse struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []dsv4.ChatChoice `json:"choices"`
+	Usage   dsv4.Usage        `json:"usage"`
+}
+
+// NewID returns prefix followed by 24 random hex digits ("chatcmpl-…").
+func NewID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}

@@ -26,9 +26,13 @@ GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) 
 
 cuda-lib: $(CUDA_LIB) $(CUDA_DIR)/lib/libcudart_static.a
 
-$(CUDA_DIR)/lib/obj/%.o: $(CUDA_DIR)/csrc/%.cu $(CUDA_DIR)/csrc/dsv4cuda.h
+$(CUDA_DIR)/lib/obj/%.o: $(CUDA_DIR)/csrc/%.cu $(CUDA_DIR)/csrc/dsv4cuda.h $(wildcard $(CUDA_DIR)/csrc/*.h $(CUDA_DIR)/csrc/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $(GENCODE) -c $< -o $@
+
+# Per-file targets: qgemm_large.cu holds Hopper wgmma kernels, which exist only for sm_90a (not
+# sm_90, nor later chips); qgemm.cu calls them only on compute capability 9.0 devices.
+$(CUDA_DIR)/lib/obj/qgemm_large.o: GENCODE = -gencode=arch=compute_90a,code=sm_90a
 
 $(CUDA_LIB): $(CUDA_OBJS)
 	ar rcs $@ $^

@@ -603,3 +603,93 @@ func TestQGEMMDecodeSplits(t *testing.T) {
 		w.Free()
 	}
 }
+
+// TestQGEMMLargeM covers the large-M GEMM (on compute capability 9.0: the wgmma kernel of
+// qgemm_large.cu) for every format: M = 256 and 2048 and ragged M, K from 1024 to 8192, N
+// that is not a multiple of the 128-row block (rows clamped to the last tile), automatic
+// split-K (small grids) and accumulate. splits = -2 forces the wgmma kernel at M <= 64 too.
+// Every token tile and the last tokens are checked, other tokens every fifth one, to keep
+// the float64 reference affordable.
+func TestQGEMMLargeM(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := d.Stream()
+	cases := []struct {
+		c      qcase
+		ms     []int
+		splits int
+	}{
+		{qcase{NVFP4, 256, 1024}, []int{256, 2048}, 0},
+		{qcase{NVFP4, 200, 2048}, []int{300}, 0},
+		{qcase{NVFP4, 1000, 8192}, []int{130}, 0},
+		{qcase{NVFP4, 2048, 4096}, []int{256}, 0},
+		{qcase{NVFP4, 320, 1024}, []int{33, 64}, -2},
+		{qcase{MXFP4, 136, 4096}, []int{256, 2048}, 0},
+		{qcase{MXFP4, 520, 1024}, []int{129}, 0},
+		{qcase{FP8Block, 300, 1024}, []int{256, 2048}, 0},
+		{qcase{FP8Block, 130, 8192}, []int{200}, 0},
+		{qcase{FP8Block, 256, 2048}, []int{40}, -2},
+	}
+	for _, tc := range cases {
+		c := tc.c
+		p, ref := packRandom(t, r, c)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		for _, m := range tc.ms {
+			for _, acc := range []bool{false, true} {
+				name := fmt.Sprintf("%v/%dx%d/M=%d/splits=%d/acc=%v", c.f, c.n, c.k, m, tc.splits, acc)
+				xb, xv := bf16Acts(r, m*c.k)
+				xbuf, err := d.Alloc(int64(len(xb)))
+				must(t, err, xbuf.Upload(xb))
+				ybuf, err := d.Alloc(int64(4 * m * c.n))
+				must(t, err)
+				y0 := randF32(r, m*c.n, 1)
+				if !acc {
+					poison(y0)
+				}
+				must(t, ybuf.UploadF32(y0), st.QGEMMSplit(w, xbuf, ybuf, m, acc, tc.splits))
+				checkQGEMMRows(t, name, ybuf, ref, xv, y0, m, c.n, c.k, acc, func(i int) bool {
+					return i%5 == 0 || i%128 == 127 || i >= m-3
+				})
+				xbuf.Free()
+				ybuf.Free()
+			}
+		}
+		w.Free()
+	}
+}
+
+// checkQGEMMRows is checkQGEMM restricted to the tokens i with keep(i); it also requires every
+// element of y to be a number (no unwritten NaN anywhere).
+func checkQGEMMRows(t *testing.T, name string, ybuf *Buffer, ref, xv []float64, y0 []float32, m, n, k int, acc bool, keep func(int) bool) {
+	t.Helper()
+	got := make([]float32, m*n)
+	must(t, ybuf.DownloadF32(got))
+	for i, g := range got {
+		if math.IsNaN(float64(g)) {
+			t.Fatalf("%s: y[%d][%d] is NaN (unwritten)", name, i/n, i%n)
+		}
+	}
+	for i := 0; i < m; i++ {
+		if !keep(i) {
+			continue
+		}
+		for j := 0; j < n; j++ {
+			var s, sa float64
+			row, xr := ref[j*k:(j+1)*k], xv[i*k:(i+1)*k]
+			for kk, wv := range row {
+				p := wv * xr[kk]
+				s += p
+				sa += math.Abs(p)
+			}
+			if acc {
+				s += float64(y0[i*n+j])
+				sa += math.Abs(float64(y0[i*n+j]))
+			}
+			g := float64(got[i*n+j])
+			if math.Abs(g-s) > sa*0x1p-14+1e-30 {
+				t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
+			}
+		}
+	}
+}

@@ -43,8 +43,9 @@ func main() {
 	fmtList := flag.String("formats", "NVFP4,MXFP4,FP8", "weight formats to time")
 	mList := flag.String("m", "1,4,16,64,256,2048", "token counts M")
 	sweep := flag.Bool("sweep", true, "also sweep the split-K factor for NVFP4 at M=1")
+	grouped := flag.Bool("grouped", true, "also time the grouped MoE decode launches")
 	flag.Parse()
-	if err := run(*fmtList, *mList, *sweep); err != nil {
+	if err := run(*fmtList, *mList, *sweep, *grouped); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
 		os.Exit(1)
 	}
@@ -62,7 +63,7 @@ func parseMs(s string) ([]int, error) {
 	return ms, nil
 }
 
-func run(fmtList, mList string, sweep bool) error {
+func run(fmtList, mList string, sweep, grouped bool) error {
 	ms, err := parseMs(mList)
 	if err != nil {
 		return err
@@ -132,6 +133,9 @@ func run(fmtList, mList string, sweep bool) error {
 				w.Free()
 			}
 		}
+	}
+	if !grouped {
+		formats = nil
 	}
 	fmt.Println("\nMoE decode: routed experts of one layer in one grouped launch (expert ids read on the device,")
 	fmt.Println("chosen at random per call from a stack of 64 experts = 300 MB; M = tokens per expert):")

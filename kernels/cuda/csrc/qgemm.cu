@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "dsv4cuda.h"
+#include "qgemm_large.h"
 
 namespace {
 
@@ -1053,6 +1054,10 @@ int dispatch(const void *w, const void *sc, int N, int npad, int K, float alpha,
     return launch<FMT, 2, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
   if (M <= 32)
     return launch<FMT, 4, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+  // Large M on compute capability 9.0: the wgmma kernel (qgemm_large.cu, sm_90a); splits == -2
+  // forces it for any M > 32 (tests). DSV4GO_QGEMM_WGMMA=0 keeps the mma.sync kernels below.
+  if ((splits == -2 || (M > 64 && splits == 0)) && dsv4c_qgemm_large_ok())
+    return dsv4c_qgemm_large(FMT, w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, 0, st);
   {
     const int blocks = (npad / 16 + PIPE_ROWT - 1) / PIPE_ROWT * ((M + PIPE_TOK - 1) / PIPE_TOK);
     if ((splits == -1 || (M > 64 && splits <= 1 && blocks >= 128)) && ldx % 8 == 0)

@@ -22,13 +22,20 @@
 // most 6 significant bits, which bf16 holds; the remaining power of two and NVFP4's global
 // scale are Packed.Alpha, applied to the float32 accumulators.
 //
-// Decode (M <= 16 tokens) uses two GEMV kernels, chosen per call (csrc/qgemm.cu): for one
-// matrix of at most 8 MB at M <= 8, a kernel that keeps split-K inside the block (no memset
-// node, no atomics) and issues its weight loads before staging x; otherwise, and for grouped
-// MoE launches, a kernel that splits K over many small blocks with float32 atomics. Timings
-// on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches for benchmarks:
-// DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one decode kernel, DSV4GO_PDL=1 enables
-// programmatic dependent launch.
+// Decode (M <= 16 tokens) of one matrix uses a streaming GEMV (csrc/qgemv_stream.cu): at
+// most two blocks per SM, each warp streams its units of weights through its own cp.async
+// ring, issues the first ones before waiting for the previous kernel (programmatic dependent
+// launch: the next GEMV of a CUDA graph is already scheduled while this one drains), keeps
+// split-K inside the block (no memset node, no atomics, deterministic). Shapes it declines
+// (x larger than its shared memory, fewer row tiles than half the SMs) and grouped MoE
+// launches use the earlier kernels of csrc/qgemm.cu. Large M on compute capability 9.0 uses
+// wgmma (csrc/qgemm_large.cu, sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA
+// (H200)"). Environment switches for benchmarks: DSV4GO_GEMV3=0 turns the streaming GEMV
+// off, DSV4GO_GEMV3_PDL=0 launches it without programmatic dependent launch,
+// DSV4GO_GEMV3_DEPTH=2 / DSV4GO_GEMV3_UP=1 / DSV4GO_GEMV3_BPS=n change its ring depth, units
+// per iteration and blocks per SM; DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one earlier
+// decode kernel, DSV4GO_PDL=1 enables programmatic dependent launch for those;
+// DSV4GO_QGEMM_WGMMA=0 keeps large M on mma.sync.
 //
 // Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its
 // name; shape problems match ErrShape with errors.Is.

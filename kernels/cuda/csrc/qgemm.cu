@@ -21,78 +21,11 @@
 #include <stdlib.h>
 
 #include "dsv4cuda.h"
+#include "qgemm_common.cuh"
 #include "qgemm_large.h"
+#include "qgemv_stream.h"
 
 namespace {
-
-constexpr int KC = 128;      // K per staged chunk
-constexpr int XPAD = KC + 8; // padded smem row, in bf16 elements (272 bytes)
-
-__device__ __forceinline__ uint32_t rotr(uint32_t v, int s) { return __funnelshift_r(v, v, s); }
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t bmul(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a),
-                             *reinterpret_cast<__nv_bfloat162 *>(&b));
-  return *reinterpret_cast<uint32_t *>(&r);
-}
-
-// broadcast scale code byte i of w into a bf16 pair: code*smul + sadd in each half.
-template <int SMUL, int SADD>
-__device__ __forceinline__ uint32_t scale_pair(uint32_t w, int i) {
-  uint32_t x = prmt(w, 0u, 0x4040u | (uint32_t)i | ((uint32_t)i << 8));
-  return x * (uint32_t)SMUL + (uint32_t)SADD * 0x10001u;
-}
-
-// E2M1 word -> 4 bf16x2 registers (a0a1, a2a3, a4a5, a6a7), each e2m1 * 2^-126.
-__device__ __forceinline__ void dec_e2m1(uint32_t q, uint32_t (&a)[4]) {
-  const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
-  a[0] = q & M;
-  a[1] = rotr(q, 3) & M;
-  a[2] = (rotr(q, 6) & MAG) | (rotr(q, 1) & SG);
-  a[3] = (rotr(q, 13) & MAG) | (rotr(q, 2) & SG);
-}
-
-// two E4M3 bytes (byte i and i+1 of w) -> bf16x2 of e4m3 * 2^-120.
-__device__ __forceinline__ uint32_t dec_e4m3(uint32_t w, int i) {
-  uint32_t x = prmt(w, 0u, 0x4040u | (uint32_t)i | ((uint32_t)(i + 1) << 8));
-  return ((x << 4) & 0x07F007F0u) | ((x << 8) & 0x80008000u);
-}
-
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
-  uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-  int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ uint4 ldg_stream(const uint4 *p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t comp(const uint4 &v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
 
 // Environment switches, read once per process. DSV4GO_PDL=1: programmatic dependent launch
 // for the decode kernels. DSV4GO_GEMV_OLD=1: the first decode kernel (qgemv_kernel) instead
@@ -128,76 +61,6 @@ static bool gemv2_all() {
 static int gemv2_minblocks() {
   static const int v = env_int("DSV4GO_GEMV2_MINBLOCKS", 16);
   return v;
-}
-
-// Per-format constants: uint4 per lane per 64-K tile (WQ), scale words per lane per tile (SW).
-template <int FMT> struct Fmt;
-template <> struct Fmt<DSV4C_FMT_NVFP4> {
-  static constexpr int WQ = 1, SW = 2, SMUL = 16, SADD = 0x7680;
-};
-template <> struct Fmt<DSV4C_FMT_MXFP4> {
-  static constexpr int WQ = 1, SW = 1, SMUL = 128, SADD = 0;
-};
-template <> struct Fmt<DSV4C_FMT_FP8B> {
-  static constexpr int WQ = 2, SW = 1, SMUL = 128, SADD = 0;
-};
-
-// decode_a builds the bf16 A fragment of k16 step j (0..3) of 64-input tile h (0, 1 within
-// the 128-input chunk) from the tile's WQ packed words tw and the chunk's scale word sw.
-template <int FMT>
-__device__ __forceinline__ void decode_a(const uint4 *tw, uint32_t sw, int h, int j,
-                                         uint32_t (&a)[4]) {
-  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
-  if (FMT == DSV4C_FMT_FP8B) {
-    const uint32_t S = scale_pair<SMUL, SADD>(sw, 0);
-    const uint32_t w0 = comp(tw[j >> 1], (j & 1) * 2);
-    const uint32_t w1 = comp(tw[j >> 1], (j & 1) * 2 + 1);
-    a[0] = bmul(dec_e4m3(w0, 0), S);
-    a[1] = bmul(dec_e4m3(w0, 2), S);
-    a[2] = bmul(dec_e4m3(w1, 0), S);
-    a[3] = bmul(dec_e4m3(w1, 2), S);
-  } else {
-    const uint32_t Sg = scale_pair<SMUL, SADD>(sw, h * 2);
-    const uint32_t Sg8 = scale_pair<SMUL, SADD>(sw, h * 2 + 1);
-    uint32_t d[4];
-    dec_e2m1(comp(tw[0], j), d);
-    a[0] = bmul(d[0], Sg);
-    a[1] = bmul(d[1], Sg8);
-    a[2] = bmul(d[2], Sg);
-    a[3] = bmul(d[3], Sg8);
-  }
-}
-
-// store_acc writes a warp's accumulators: row tiles rt0 .. rt0+RT-1 (rows past N skipped),
-// n8 token tiles from tok0 (tokens past M skipped); c0 = (row g, tok 2t), c1 = (g, 2t+1),
-// c2 = (g+8, 2t), c3 = (g+8, 2t+1). atomic: float32 atomicAdd (split-K); else store, or add
-// to y when accumulate.
-template <int RT, int MT>
-__device__ __forceinline__ void store_acc(const float (&acc)[RT][MT][4], int rt0, int ntiles,
-                                          int tok0, float scale, float *y, int ldy, int M, int N,
-                                          int lane, bool atomic, bool accumulate) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int r = 0; r < RT; r++) {
-    const int rt = rt0 + r;
-    if (rt >= ntiles) continue;
-#pragma unroll
-    for (int n = 0; n < MT; n++) {
-#pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const int row = rt * 16 + g + ((q >> 1) << 3);
-        const int tok = tok0 + n * 8 + 2 * t + (q & 1);
-        if (row < N && tok < M) {
-          float v = acc[r][n][q] * scale;
-          float *dst = y + (size_t)tok * ldy + row;
-          if (atomic)
-            atomicAdd(dst, v);
-          else
-            *dst = accumulate ? *dst + v : v;
-        }
-      }
-    }
-  }
 }
 
 template <int FMT, int RT> struct Regs {
@@ -916,6 +779,12 @@ template <int FMT, int MT>
 int launch_gemv(const void *w, const void *sc, long long wstride, long long sstride, int N,
                 int npad, int K, float alpha, const float *alphas, const int *ids, const void *x,
                 float *y, int M, int G, int accumulate, int splits, cudaStream_t st, int E = 1) {
+  // One matrix (not grouped), split factor left to the kernels: the streaming kernel
+  // (qgemv_stream.cu), unless DSV4GO_GEMV3=0 or one of the switches below forces an older one.
+  if (G == 1 && splits <= 0 && !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled()) {
+    const int r = dsv4c_qgemv_stream(FMT, w, sc, N, npad, K, alpha, x, y, M, accumulate, st);
+    if (r != DSV4C_ERR_SHAPE) return r; // else x does not fit beside its ring: kernels below
+  }
   // The second kernel where a launch's fixed cost dominates: one matrix (not grouped) of at
   // most 8 MB of packed weights, M <= 8. DSV4GO_GEMV2_ALL=1 / DSV4GO_GEMV_OLD=1 force one.
   const size_t wbytes = (size_t)npad * K / (FMT == DSV4C_FMT_FP8B ? 1 : 2);

@@ -1,0 +1,356 @@
+// qgemv_stream.cu: the decode GEMV (M <= 16 tokens) written as one weight stream per warp,
+// built to overlap with the kernel before it through programmatic dependent launch (PDL).
+//
+// y[M][N] = alpha * x[M][K] (bf16) . W[N][K]^T, W packed by kernels/cuda/pack.go (NVFP4,
+// MXFP4 or FP8-block), the same contract and the same exact in-register dequantization as
+// qgemm.cu (qgemm_common.cuh: decode_a feeds mma.sync m16n8k16 with weights as the A operand).
+//
+// Why: in a decode step every GEMV reads a few MB to a few tens of MB of weights once, and a
+// kernel that starts reading only when the previous one has finished pays a fixed cost per
+// launch (grid launch, first HBM round trip, drain) that is as long as streaming a whole
+// expert matrix. tools/cuda_ceiling.cu measured that even a kernel that only reads reaches
+// 40 % of the copy bandwidth on 4.7 MB and 70 % on 18.9 MB when launches are serialized, and
+// 97 % when each launch issues its reads before waiting for the previous grid. Weights never
+// depend on the previous kernel, so this kernel issues them first:
+//  - a grid of at most two blocks of 8 warps per SM (one wave); each warp owns a fixed list
+//    of 16-row x 128-input units (one row tile's K-slice, or several whole row tiles) and
+//    streams them through its own DEPTH-deep cp.async ring in shared memory, with no block
+//    barrier in the loop; the first DEPTH - UP units are issued before griddepcontrol.wait
+//    (launched with the programmatic-dependent-launch attribute, the next GEMV's grid is
+//    already scheduled and starts streaming as this one's blocks retire);
+//  - x (the previous kernel's output) is read only after the wait, once per block into
+//    shared memory;
+//  - UP = 2 units are decoded side by side per loop iteration, four accumulator sets break
+//    the MMA dependency chains, ring positions advance without divisions: the FP4 decode is
+//    instruction-bound on sm_90 (no FP4 conversion instruction), so every instruction
+//    outside the E2M1 -> bf16 arithmetic counts (BENCHMARKS.md, "CUDA (H200)");
+//  - K-slices of a row tile are reduced in shared memory at the end (fixed order), whole row
+//    tiles are stored as soon as they are done. No split-K over blocks: no memset node, no
+//    atomics, deterministic.
+// The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings or when the
+// matrix has too few row tiles to occupy half the SMs; qgemm.cu then uses its older kernels.
+// Without the PDL attribute (DSV4GO_GEMV3_PDL=0) the griddepcontrol instructions are no-ops.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "dsv4cuda.h"
+#include "qgemm_common.cuh"
+#include "qgemv_stream.h"
+
+namespace {
+
+// Per-format unit geometry: a unit is one row tile (16 rows) x one 128-input chunk.
+template <int FMT> struct Unit {
+  static constexpr int WQ = Fmt<FMT>::WQ;
+  static constexpr int WBYTES = 1024 * WQ; // packed weights: 2 tiles x 32 lanes x WQ x 16 B
+  static constexpr int SBYTES = FMT == DSV4C_FMT_NVFP4 ? 128 : FMT == DSV4C_FMT_MXFP4 ? 64 : 0;
+  static constexpr int SLOT = WBYTES + (SBYTES ? 128 : 0); // ring slot, 128-byte aligned
+};
+
+template <int FMT, int MT, int DEPTH, int UP>
+__global__ void __launch_bounds__(256, (UP == 1 && MT == 1 && FMT != DSV4C_FMT_FP8B) ? 4 : 2)
+    qgemv_stream_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
+                        int K, float alpha, const __nv_bfloat16 *__restrict__ x,
+                        float *__restrict__ y, int M, int N, int R, int lgkw, int accumulate, int probe) {
+  using U = Unit<FMT>;
+  constexpr int WQ = U::WQ;
+  extern __shared__ uint4 smem[];
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int KW = 1 << lgkw, RW = 8 >> lgkw;
+  const int kw = warp >> (3 - lgkw), rw = warp & (RW - 1);
+  const int nch = K / 128, KT = K / 64;
+  // this warp's row tiles: rt0, rt0 + RW, ... below rtEnd; its chunks: c0 .. c0 + ncw - 1
+  const int rt0 = blockIdx.x * R + rw;
+  const int rtEnd = min(ntiles, (blockIdx.x + 1) * R);
+  const int nrt = rt0 < rtEnd ? (rtEnd - rt0 + RW - 1) / RW : 0;
+  const int pc = (nch + KW - 1) >> lgkw;
+  const int c0 = kw * pc;
+  const int ncw = max(0, min(nch, c0 + pc) - c0);
+  const int nu = nrt * ncw; // warp-uniform
+  uint8_t *const ring = reinterpret_cast<uint8_t *>(smem) + (size_t)warp * DEPTH * U::SLOT;
+  uint8_t *const ringEnd = ring + DEPTH * U::SLOT;
+
+  // Issue side: the next unit's source pointers (this lane's pieces), its slot, how many
+  // units and chunks of the current row tile are left. No division in the loop.
+  const uint4 *wi = w + ((size_t)rt0 * KT + 2 * c0) * (32 * WQ) + lane;
+  const uint8_t *si = sc + ((size_t)rt0 * nch + c0) * U::SBYTES + lane * 16;
+  int rti = rt0, ci = ncw, lefti = nu;
+  uint8_t *slotI = ring;
+  auto issue = [&]() {
+    if (lefti > 0) {
+#pragma unroll
+      for (int i = 0; i < 2 * WQ; i++) cp_async16(slotI + (i * 32 + lane) * 16, wi + i * 32, true);
+      if (U::SBYTES != 0 && lane < U::SBYTES / 16) cp_async16(slotI + U::WBYTES + lane * 16, si, true);
+      lefti--;
+      slotI += U::SLOT;
+      if (slotI == ringEnd) slotI = ring;
+      wi += 64 * WQ;
+      si += U::SBYTES;
+      if (--ci == 0) {
+        ci = ncw;
+        rti += RW;
+        wi = w + ((size_t)rti * KT + 2 * c0) * (32 * WQ) + lane;
+        si = sc + ((size_t)rti * nch + c0) * U::SBYTES + lane * 16;
+      }
+    }
+    cp_commit(); // one group per unit, empty past the end: the wait count stays uniform
+  };
+
+#pragma unroll
+  for (int i = 0; i < DEPTH - UP; i++) issue();
+  // Weights never depend on the previous kernel: they are in flight before this wait. x may.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+
+  // x -> shared memory once per block (rows padded by 16 bytes: conflict-free B fragments),
+  // through registers so that the cp.async groups of the weight ring stay untouched.
+  const int XR = K + 8;
+  __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(reinterpret_cast<uint8_t *>(smem) + (size_t)8 * DEPTH * U::SLOT);
+  {
+    const int segs = K / 8;
+    for (int i = threadIdx.x; i < M * segs; i += 256) {
+      const int row = i / segs, seg = i - row * segs;
+      *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = *reinterpret_cast<const uint4 *>(x + (size_t)row * K + seg * 8);
+    }
+    __syncthreads();
+  }
+
+  // Four accumulator sets (one per k16 step of a 64-input tile): the 8 MMAs of a unit form
+  // four independent chains instead of one, so their latency overlaps. Summed before a store.
+  float acc[4][MT][4] = {};
+  auto total = [&](float (&out)[1][MT][4]) {
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) out[0][n][k] = (acc[0][n][k] + acc[1][n][k]) + (acc[2][n][k] + acc[3][n][k]);
+  };
+  bool xrow[MT]; // token rows n*8 + g that exist (rows past M are zero)
+#pragma unroll
+  for (int n = 0; n < MT; n++) xrow[n] = n * 8 + g < M;
+  const __nv_bfloat16 *xl = xs + g * XR + 16 * t;
+  const int sOff = FMT == DSV4C_FMT_NVFP4 ? lane * 4 : g * 8 + (t >> 1) * 4;
+  const uint8_t *slotC = ring;
+  int rtc = rt0, cc = c0;
+  const int cEnd = c0 + ncw;
+  // UP units per iteration (UP = 2 needs an even ncw: the launcher checks), decoded side by
+  // side so that their independent instruction streams interleave.
+  for (int u = 0; u < nu; u += UP) {
+    cp_wait<DEPTH - 2 * UP>();
+    __syncwarp(); // every lane's pieces of these units are visible; the last ones' slots are free
+#pragma unroll
+    for (int k = 0; k < UP; k++) issue();
+    uint4 tw[UP][2 * WQ];
+    uint32_t sw[UP];
+#pragma unroll
+    for (int k = 0; k < UP; k++) {
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int i = 0; i < WQ; i++)
+          tw[k][h * WQ + i] = *reinterpret_cast<const uint4 *>(slotC + ((h * 32 + lane) * WQ + i) * 16);
+      if (FMT == DSV4C_FMT_FP8B)
+        sw[k] = __ldg(sc + (size_t)(rtc >> 3) * nch + cc + k);
+      else
+        sw[k] = *reinterpret_cast<const uint32_t *>(slotC + U::WBYTES + sOff);
+      slotC += U::SLOT;
+      if (slotC == ringEnd) slotC = ring;
+    }
+    if (probe) { // benchmark probe (DSV4GO_GEMV3_PROBE=1): stream the ring, skip the math
+      acc[0][0][0] += __uint_as_float((tw[0][0].x ^ tw[UP - 1][1].y ^ sw[0]) & 0x3f7fffffu);
+    } else {
+      const __nv_bfloat16 *xc = xl + cc * 128;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        uint32_t bx[UP][MT][8];
+#pragma unroll
+        for (int k = 0; k < UP; k++)
+#pragma unroll
+          for (int n = 0; n < MT; n++) {
+            if (xrow[n]) {
+              const uint4 *src = reinterpret_cast<const uint4 *>(xc + n * 8 * XR + k * 128 + h * 64);
+              const uint4 lo = src[0], hi = src[1];
+              bx[k][n][0] = lo.x; bx[k][n][1] = lo.y; bx[k][n][2] = lo.z; bx[k][n][3] = lo.w;
+              bx[k][n][4] = hi.x; bx[k][n][5] = hi.y; bx[k][n][6] = hi.z; bx[k][n][7] = hi.w;
+            } else {
+#pragma unroll
+              for (int q = 0; q < 8; q++) bx[k][n][q] = 0;
+            }
+          }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          uint32_t a[UP][4];
+#pragma unroll
+          for (int k = 0; k < UP; k++) decode_a<FMT>(&tw[k][h * WQ], sw[k], h, j, a[k]);
+#pragma unroll
+          for (int k = 0; k < UP; k++)
+#pragma unroll
+            for (int n = 0; n < MT; n++) mma16816(acc[j][n], a[k], bx[k][n][2 * j], bx[k][n][2 * j + 1]);
+        }
+      }
+    }
+    cc += UP;
+    if (cc == cEnd) { // the warp's part of row tile rtc is done
+      if (KW == 1) {
+        float sum[1][MT][4];
+        total(sum);
+        store_acc<1, MT>(sum, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+          for (int n = 0; n < MT; n++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[j][n][k] = 0.f;
+      }
+      cc = c0;
+      rtc += RW;
+    }
+  }
+  cp_wait<0>();
+  if (KW == 1) return;
+
+  // K-slices: one row tile per warp column (R == RW); reduce in fixed order through shared
+  // memory past x.
+  float *red = reinterpret_cast<float *>(xs + M * XR);
+  float part[1][MT][4];
+  total(part);
+  if (kw > 0) {
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) red[(((kw - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane] = part[0][n][k];
+  }
+  __syncthreads();
+  if (kw != 0 || rt0 >= rtEnd) return;
+  for (int s = 1; s < KW; s++) {
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
+  }
+  store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+}
+
+static int env_int(const char *name, int def) {
+  const char *v = getenv(name);
+  return (v && v[0]) ? atoi(v) : def;
+}
+
+// Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
+// one unit per loop iteration, DSV4GO_GEMV3_PDL=0 launches without
+// the programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2:
+// two blocks of this grid and two of the next fit in an SM's registers and shared memory).
+// Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16), the K-slice
+// reduction scratch. At most STREAM_SMEM_MAX, so that two blocks fit in an SM (228 KB); when
+// x does not fit beside the ring (large M x K) the launcher declines and the caller uses the
+// older decode kernels.
+constexpr int STREAM_SMEM_MAX = 112 * 1024;
+template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K) {
+  return (size_t)8 * DEPTH * Unit<FMT>::SLOT + (size_t)M * (K + 8) * 2 + (size_t)7 * MT * 4 * 32 * sizeof(float);
+}
+
+template <int FMT, int MT, int DEPTH, int UP>
+int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
+                 float *y, int M, int N, int R, int lgkw, int blocks, int accumulate,
+                 cudaStream_t st) {
+  using U = Unit<FMT>;
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K);
+  if (smem > (size_t)STREAM_SMEM_MAX) return DSV4C_ERR_SHAPE;
+  auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP>;
+  static bool attr_set = false; // per instantiation; benign race (idempotent)
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, STREAM_SMEM_MAX);
+    if (e != cudaSuccess) return (int)e;
+    attr_set = true;
+  }
+  static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
+  static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
+  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
+                                 alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate, probe);
+}
+
+template <int FMT, int MT>
+int launch_stream(const void *w, const void *sc, int N, int npad, int K, float alpha,
+                  const void *x, float *y, int M, int accumulate, cudaStream_t st) {
+  static int sms = [] {
+    int dev = 0, n = 132;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n;
+  }();
+  static const int bps = max(1, env_int("DSV4GO_GEMV3_BPS", 2));
+  static const int depth = env_int("DSV4GO_GEMV3_DEPTH", 1);
+  static const int up = env_int("DSV4GO_GEMV3_UP", 2);
+  const int ntiles = npad / 16;
+  // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
+  // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp.
+  int R = (ntiles + sms * bps - 1) / (sms * bps);
+  int lgkw = 0;
+  if (R < 8) {
+    int lr = 0;
+    while ((1 << lr) < R) lr++;
+    R = 1 << lr;
+    lgkw = 3 - lr;
+  }
+  const int blocks = (ntiles + R - 1) / R;
+  // Too few row tiles to give half the SMs a block (wkv: 32): one block per row tile would
+  // leave the GPU mostly idle; the older kernels split K over blocks there.
+  if (2 * blocks < sms) return DSV4C_ERR_SHAPE;
+  // FP4: 8 units per warp in flight (10 with DSV4GO_GEMV3_DEPTH=2), two units per iteration
+  // when every warp's K-slice has an even number of chunks (DSV4GO_GEMV3_UP=1: one).
+  // FP8-block (2 KB units): 4 (5), one unit per iteration.
+  const int nch = K / 128, kwN = 1 << lgkw;
+  const bool pair = up != 1 && nch % (2 * kwN) == 0;
+  if constexpr (FMT == DSV4C_FMT_FP8B) {
+    if (depth == 2)
+      return launch_depth<FMT, MT, 5, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
+    return launch_depth<FMT, MT, 4, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
+  } else {
+  if (depth == 2)
+    return pair ? launch_depth<FMT, MT, 10, 2>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st)
+                : launch_depth<FMT, MT, 10, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
+  return pair ? launch_depth<FMT, MT, 8, 2>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st)
+              : launch_depth<FMT, MT, 8, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
+  }
+}
+
+} // namespace
+
+int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
+                       float alpha, const void *d_x, float *d_y, int M, int accumulate,
+                       cudaStream_t st) {
+  if (N <= 0 || M <= 0 || M > 16 || K <= 0 || K % 128 != 0 || npad % 64 != 0 || npad < N)
+    return DSV4C_ERR_SHAPE;
+#define STREAM(F)                                                                               \
+  return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, st) \
+                : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, st)
+  switch (fmt) {
+  case DSV4C_FMT_NVFP4:
+    STREAM(DSV4C_FMT_NVFP4);
+  case DSV4C_FMT_MXFP4:
+    STREAM(DSV4C_FMT_MXFP4);
+  case DSV4C_FMT_FP8B:
+    STREAM(DSV4C_FMT_FP8B);
+  }
+#undef STREAM
+  return DSV4C_ERR_FORMAT;
+}
+
+int dsv4c_qgemv_stream_enabled() {
+  static const bool on = env_int("DSV4GO_GEMV3", 1) != 0;
+  return on ? 1 : 0;
+}

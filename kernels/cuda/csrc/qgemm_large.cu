@@ -8,7 +8,7 @@
 // Design. The weights are the M side of wgmma.mma_async m64n128k16 with the A operand in
 // registers: for bf16, each warp of the warpgroup holds a 16 x 16 slice of A laid out like
 // the A fragment of mma.sync m16n8k16, which is what the packed tiles were made for, so the
-// exact in-register dequantization (decode_a, as in qgemm.cu) produces A straight from the
+// exact in-register dequantization (decode_a, qgemm_common.cuh) produces A straight from the
 // packed words. The tokens are B, read by the tensor cores from shared memory through a
 // matrix descriptor (K-major, 128-byte swizzle: a token's 64 inputs of a tile are one 128-byte
 // row, its 16-byte chunk ch stored at ch ^ (token % 8)).
@@ -35,94 +35,14 @@
 #include <stdlib.h>
 
 #include "dsv4cuda.h"
+#include "qgemm_common.cuh"
 #include "qgemm_large.h"
 
 namespace {
 
-// ---- exact in-register dequantization (the same arithmetic as qgemm.cu) ----
+// ---- asynchronous copies and wgmma (decode_a, Fmt, cp_async16, cp_commit, cp_wait:
+// qgemm_common.cuh) ----
 
-__device__ __forceinline__ uint32_t rotr(uint32_t v, int s) { return __funnelshift_r(v, v, s); }
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t bmul(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a),
-                             *reinterpret_cast<__nv_bfloat162 *>(&b));
-  return *reinterpret_cast<uint32_t *>(&r);
-}
-
-// scale code byte i of w as a bf16 pair: code*SMUL + SADD in each half.
-template <int SMUL, int SADD>
-__device__ __forceinline__ uint32_t scale_pair(uint32_t w, int i) {
-  uint32_t x = prmt(w, 0u, 0x4040u | (uint32_t)i | ((uint32_t)i << 8));
-  return x * (uint32_t)SMUL + (uint32_t)SADD * 0x10001u;
-}
-
-// E2M1 word -> 4 bf16x2 registers, each value e2m1 * 2^-126 (pack.go, e2m1Bit).
-__device__ __forceinline__ void dec_e2m1(uint32_t q, uint32_t (&a)[4]) {
-  const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
-  a[0] = q & M;
-  a[1] = rotr(q, 3) & M;
-  a[2] = (rotr(q, 6) & MAG) | (rotr(q, 1) & SG);
-  a[3] = (rotr(q, 13) & MAG) | (rotr(q, 2) & SG);
-}
-
-// E4M3 bytes i, i+1 of w -> bf16x2 of e4m3 * 2^-120.
-__device__ __forceinline__ uint32_t dec_e4m3(uint32_t w, int i) {
-  uint32_t x = prmt(w, 0u, 0x4040u | (uint32_t)i | ((uint32_t)(i + 1) << 8));
-  return ((x << 4) & 0x07F007F0u) | ((x << 8) & 0x80008000u);
-}
-
-__device__ __forceinline__ uint32_t comp(const uint4 &v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// WQ: uint4 per lane per 64-input tile; SMUL/SADD: scale code -> bf16 pair.
-template <int FMT> struct Fmt;
-template <> struct Fmt<DSV4C_FMT_NVFP4> { static constexpr int WQ = 1, SMUL = 16, SADD = 0x7680; };
-template <> struct Fmt<DSV4C_FMT_MXFP4> { static constexpr int WQ = 1, SMUL = 128, SADD = 0; };
-template <> struct Fmt<DSV4C_FMT_FP8B> { static constexpr int WQ = 2, SMUL = 128, SADD = 0; };
-
-// A fragment (mma.sync m16n8k16 / per-warp wgmma layout) of k16 step j of 64-input tile h
-// of a 128-input chunk, from the tile's packed words tw and the chunk's scale word sw.
-template <int FMT>
-__device__ __forceinline__ void decode_a(const uint4 *tw, uint32_t sw, int h, int j,
-                                         uint32_t (&a)[4]) {
-  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
-  if (FMT == DSV4C_FMT_FP8B) {
-    const uint32_t S = scale_pair<SMUL, SADD>(sw, 0);
-    const uint32_t w0 = comp(tw[j >> 1], (j & 1) * 2);
-    const uint32_t w1 = comp(tw[j >> 1], (j & 1) * 2 + 1);
-    a[0] = bmul(dec_e4m3(w0, 0), S);
-    a[1] = bmul(dec_e4m3(w0, 2), S);
-    a[2] = bmul(dec_e4m3(w1, 0), S);
-    a[3] = bmul(dec_e4m3(w1, 2), S);
-  } else {
-    const uint32_t Sg = scale_pair<SMUL, SADD>(sw, h * 2);
-    const uint32_t Sg8 = scale_pair<SMUL, SADD>(sw, h * 2 + 1);
-    uint32_t d[4];
-    dec_e2m1(comp(tw[0], j), d);
-    a[0] = bmul(d[0], Sg);
-    a[1] = bmul(d[1], Sg8);
-    a[2] = bmul(d[2], Sg);
-    a[3] = bmul(d[3], Sg8);
-  }
-}
-
-// ---- asynchronous copies and wgmma ----
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
-  uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 // generic-proxy shared-memory writes (cp.async, stores) -> visible to the tensor cores
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

@@ -4,6 +4,7 @@
 #   make cuda            build kernels/cuda/lib/libdsv4cuda.a (+ a copy of libcudart_static.a)
 #                        with nvcc, then `go build -tags cuda ./...`
 #   make cuda-bins       also build the carried test and benchmark binaries into out/cuda/
+#                        (stripped: the device tool carries at most 64 MiB with the tree)
 # Variables: CUDA_HOME (a toolkit: bin/nvcc, include/, lib64/ or lib/ with libcudart_static.a;
 # default: /usr/local/cuda, or the pip-installed wheels of .ci/cuda-build),
 # CUDA_ARCHS (default 90; e.g. "90 100a 120a" adds Blackwell targets), NVCC_FLAGS.
@@ -59,6 +60,8 @@ cuda-bins: cuda-lib
 	@mkdir -p out/cuda
 	$(CUDA_GOENV) go test -c -tags cuda -o out/cuda/kernels-cuda.test ./kernels/cuda
 	$(CUDA_GOENV) go build -tags cuda -o out/cuda/cudabench ./kernels/cuda/cmd/cudabench
+	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o out/cuda/ceiling tools/cuda_ceiling.cu
+	strip out/cuda/kernels-cuda.test out/cuda/cudabench out/cuda/ceiling
 
 cuda-clean:
 	rm -rf $(CUDA_DIR)/lib out/cuda

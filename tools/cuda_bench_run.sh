@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tools/cuda_bench_run.sh: everything the CUDA backend needs from one device call, in order:
-# conformance (default dispatch; every decode GEMV on the second decode kernel; its K-slice
-# knob), the full cudabench table, the M <= 16 rows with the first decode kernel only
-# (DSV4GO_GEMV_OLD=1, the "before") and with the second kernel only (DSV4GO_GEMV2_ALL=1),
-# and torch's comparator. Logs go to $OUT (or /tmp/cudaout); a summary is printed last.
+# conformance (default dispatch: streaming decode GEMV, wgmma for large M; then the earlier
+# decode kernels and one-unit iterations), the read-only ceiling (tools/cuda_ceiling.cu), the
+# full cudabench table, the M <= 16 rows again with the streaming GEMV launched without
+# programmatic dependent launch (DSV4GO_GEMV3_PDL=0: isolated launches) and with the previous
+# default dispatch (DSV4GO_GEMV3=0: the "before"), the grouped MoE launches on the streaming GEMV
+# (DSV4GO_GEMV3_GROUPED=1), and torch's comparator. Logs go to $OUT
+# (or /tmp/cudaout); a summary is printed last.
 # Usage on the GPU machine, after `make cuda-bins` here (carry out/cuda):
 #   bash tools/cuda_bench_run.sh
 set -uo pipefail
@@ -17,37 +20,39 @@ date -u
 echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
-
-echo "== conformance, DSV4GO_GEMV2_ALL=1: QGEMM and graph tests"
-DSV4GO_GEMV2_ALL=1 timeout 150 "$B/kernels-cuda.test" -test.count=1 -test.v -test.run 'QGEMM|Graph' >"$O/conf_v2.txt" 2>&1
-echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf_v2.txt"
-for v in 0 1 2 3; do
-  echo "== DSV4GO_GEMV2_ALL=1 DSV4GO_GEMV2_LGKW=$v (decode tests)" >>"$O/conf_v2.txt"
-  DSV4GO_GEMV2_ALL=1 DSV4GO_GEMV2_LGKW=$v timeout 30 "$B/kernels-cuda.test" -test.count=1 -test.run 'DecodeSplits|Grouped|GraphDecode' >>"$O/conf_v2.txt" 2>&1
-  echo "all+lgkw=$v rc=$?"
+i=0
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_GEMV3_DEPTH=2"; do
+  i=$((i + 1))
+  { echo "== $v"; env $v timeout 60 "$B/kernels-cuda.test" -test.count=1 -test.v -test.run 'QGEMMStream|QGEMMGrouped|QGEMMDecodeSplits|GraphDecode'; } >"$O/conf_variant$i.txt" 2>&1
+  echo "$v: rc=$? $(grep -cE '^--- PASS' "$O/conf_variant$i.txt") passed, $(grep -cE '^--- FAIL' "$O/conf_variant$i.txt") failed"
 done
 
+echo "== read-only ceiling"
+timeout 60 "$B/ceiling" >"$O/ceiling.txt" 2>&1; echo "rc=$?"
+
 echo "== cudabench, default dispatch, full table"
-timeout 150 "$B/cudabench" >"$O/bench.txt" 2>&1; echo "rc=$?"
+timeout 150 "$B/cudabench" -sweep=false >"$O/bench.txt" 2>&1; echo "rc=$?"
 
-echo "== cudabench, first decode kernel only (DSV4GO_GEMV_OLD=1), M <= 16"
-DSV4GO_GEMV_OLD=1 timeout 60 "$B/cudabench" -formats NVFP4,MXFP4 -m 1,4,16 -sweep=false >"$O/bench_old.txt" 2>&1; echo "rc=$?"
+echo "== cudabench M <= 16: isolated launches (DSV4GO_GEMV3_PDL=0), previous dispatch (DSV4GO_GEMV3=0)"
+DSV4GO_GEMV3_PDL=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false >"$O/bench_nopdl.txt" 2>&1; echo "rc=$?"
+DSV4GO_GEMV3=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false >"$O/bench_prev.txt" 2>&1; echo "rc=$?"
+echo "== cudabench grouped MoE launches on the streaming GEMV (DSV4GO_GEMV3_GROUPED=1)"
+DSV4GO_GEMV3_GROUPED=1 timeout 60 "$B/cudabench" -m 1 -sweep=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
 
-echo "== cudabench, second decode kernel only (DSV4GO_GEMV2_ALL=1), M <= 16"
-DSV4GO_GEMV2_ALL=1 timeout 60 "$B/cudabench" -formats NVFP4,MXFP4 -m 1,4,16 -sweep=false >"$O/bench_v2.txt" 2>&1; echo "rc=$?"
+echo "== torch comparator"
+PYTHONUNBUFFERED=1 timeout 120 python3 tools/cuda_bench.py --m 1,4,16,256,2048 >"$O/torch.txt" 2>&1; echo "rc=$?"
 
-echo "== torch comparator, M <= 16"
-PYTHONUNBUFFERED=1 timeout 90 python3 tools/cuda_bench.py --m 1,4,16 >"$O/torch.txt" 2>&1; echo "rc=$?"
-
-echo "== summary: NVFP4/MXFP4 M <= 16, default | first kernel | second kernel | torch"
+echo "== summary"
 grep -E '^device|^device-to-device' "$O/bench.txt"
-grep -E '\| (NVFP4|MXFP4) \| (1|4|16) \|' "$O/bench.txt"
-echo "-- first kernel"
-grep -E '\| (NVFP4|MXFP4) \| (1|4|16) \|' "$O/bench_old.txt"
-echo "-- second kernel"
-grep -E '\| (NVFP4|MXFP4) \| (1|4|16) \|' "$O/bench_v2.txt"
+grep -E '^\| .* \| (1|4|16|2048) \|' "$O/bench.txt"
+echo "-- isolated launches"
+grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_nopdl.txt"
+echo "-- previous dispatch"
+grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_prev.txt"
+echo "-- grouped: default | DSV4GO_GEMV3_GROUPED=1"
+grep -E '^\| 6 experts' "$O/bench.txt" "$O/bench_grouped.txt" | sed 's|^.*/||'
+echo "-- ceiling"
+grep -E 'copy|empty|\| (1.18|4.72|18.90) \| [12] \|' "$O/ceiling.txt"
 echo "-- torch"
-grep -E 'copy|bf16 matmul' "$O/torch.txt"
-echo "-- grouped (default / first / second)"
-grep -E '^\| 6 experts' "$O/bench.txt" "$O/bench_old.txt" "$O/bench_v2.txt" | grep -v FP8 | sed 's|^.*/||'
+grep -E 'copy|bf16 matmul|dense' "$O/torch.txt" | head -40
 date -u

@@ -360,57 +360,14 @@ func TestQGEMMConformance(t *testing.T) {
 				continue // keep the float64 reference affordable
 			}
 			for _, acc := range []bool{false, true} {
-				name := fmt.Sprintf("%v/%dx%d/M=%d/acc=%v", c.f, c.n, c.k, m, acc)
-				xb, xv := bf16Acts(r, m*c.k)
-				xbuf, err := d.Alloc(int64(len(xb)))
-				must(t, err, xbuf.Upload(xb))
-				ybuf, err := d.Alloc(int64(4 * m * c.n))
-				must(t, err)
-				y0 := randF32(r, m*c.n, 1)
-				if !acc {
-					poison(y0)
-				}
-				must(t, ybuf.UploadF32(y0))
 				splits := 0
 				if m > 16 && m%2 == 1 {
 					splits = -1 // odd M > 16: force the large-M pipelined kernel
 				}
-				if err := st.QGEMMSplit(w, xbuf, ybuf, m, acc, splits); err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				checkQGEMM(t, name, ybuf, ref, xv, y0, m, c.n, c.k, acc)
-				xbuf.Free()
-				ybuf.Free()
+				runQGEMMCase(t, d, st, r, w, ref, c, m, acc, splits, nil)
 			}
 		}
 		w.Free()
-	}
-}
-
-// checkQGEMM downloads y [m][n] from ybuf and compares it with the float64 product of x [m][k]
-// and the dequantized weight ref [n][k] (plus y0 when acc): the error bound is 2^-14 of
-// sum |w x| (float32 accumulation of exact bf16 products).
-func checkQGEMM(t *testing.T, name string, ybuf *Buffer, ref, xv []float64, y0 []float32, m, n, k int, acc bool) {
-	t.Helper()
-	got := make([]float32, m*n)
-	must(t, ybuf.DownloadF32(got))
-	for i := 0; i < m; i++ {
-		for j := 0; j < n; j++ {
-			var s, sa float64
-			for kk := 0; kk < k; kk++ {
-				p := ref[j*k+kk] * xv[i*k+kk]
-				s += p
-				sa += math.Abs(p)
-			}
-			if acc {
-				s += float64(y0[i*n+j])
-				sa += math.Abs(float64(y0[i*n+j]))
-			}
-			g := float64(got[i*n+j])
-			if math.IsNaN(g) || math.Abs(g-s) > sa*0x1p-14+1e-30 {
-				t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
-			}
-		}
 	}
 }
 
@@ -512,8 +469,12 @@ func TestQGEMMGrouped(t *testing.T) {
 	d := device(t)
 	r := rng(t)
 	st := d.Stream()
-	for _, f := range []Format{NVFP4, MXFP4, FP8Block} {
-		const e, n, k = 5, 192, 512
+	// 192 x 512: the earlier grouped kernel; 2048 x 512 (4 groups = 512 row tiles): also the
+	// streaming GEMV when DSV4GO_GEMV3_GROUPED=1.
+	for _, fc := range []qcase{{NVFP4, 192, 512}, {MXFP4, 192, 512}, {FP8Block, 192, 512},
+		{NVFP4, 2048, 512}, {MXFP4, 2048, 512}, {FP8Block, 2048, 512}} {
+		f, n, k := fc.f, fc.n, fc.k
+		const e = 5
 		var ps []*Packed
 		var refs [][]float64
 		for i := 0; i < e; i++ {
@@ -583,21 +544,7 @@ func TestQGEMMDecodeSplits(t *testing.T) {
 		must(t, err)
 		for _, m := range []int{1, 2, 5, 9, 16} {
 			for _, splits := range []int{1, 2, 3, 7} {
-				acc := splits%2 == 0
-				name := fmt.Sprintf("%v/%dx%d/M=%d/splits=%d/acc=%v", c.f, c.n, c.k, m, splits, acc)
-				xb, xv := bf16Acts(r, m*c.k)
-				xbuf, err := d.Alloc(int64(len(xb)))
-				must(t, err, xbuf.Upload(xb))
-				ybuf, err := d.Alloc(int64(4 * m * c.n))
-				must(t, err)
-				y0 := randF32(r, m*c.n, 1)
-				if !acc {
-					poison(y0)
-				}
-				must(t, ybuf.UploadF32(y0), st.QGEMMSplit(w, xbuf, ybuf, m, acc, splits))
-				checkQGEMM(t, name, ybuf, ref, xv, y0, m, c.n, c.k, acc)
-				xbuf.Free()
-				ybuf.Free()
+				runQGEMMCase(t, d, st, r, w, ref, c, m, splits%2 == 0, splits, nil)
 			}
 		}
 		w.Free()
@@ -610,6 +557,68 @@ func TestQGEMMDecodeSplits(t *testing.T) {
 // split-K (small grids) and accumulate. splits = -2 forces the wgmma kernel at M <= 64 too.
 // Every token tile and the last tokens are checked, other tokens every fifth one, to keep
 // the float64 reference affordable.
+// runQGEMMCase runs one y = x . W^T (or y += with acc) of M fresh random bf16 rows through
+// Stream.QGEMMSplit (splits as given: 0 = the dispatch's choice) and checks the rows that
+// keep selects (nil: all) against the float64 reference with checkQGEMMRows' tolerance.
+func runQGEMMCase(t *testing.T, d *Device, st *Stream, r *rand.Rand, w *Weight, ref []float64, c qcase, m int, acc bool, splits int, keep func(int) bool) {
+	t.Helper()
+	name := fmt.Sprintf("%v/%dx%d/M=%d/splits=%d/acc=%v", c.f, c.n, c.k, m, splits, acc)
+	xb, xv := bf16Acts(r, m*c.k)
+	xbuf, err := d.Alloc(int64(len(xb)))
+	must(t, err, xbuf.Upload(xb))
+	defer xbuf.Free()
+	ybuf, err := d.Alloc(int64(4 * m * c.n))
+	must(t, err)
+	defer ybuf.Free()
+	y0 := randF32(r, m*c.n, 1)
+	if !acc {
+		poison(y0)
+	}
+	must(t, ybuf.UploadF32(y0))
+	if err := st.QGEMMSplit(w, xbuf, ybuf, m, acc, splits); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if keep == nil {
+		keep = func(int) bool { return true }
+	}
+	checkQGEMMRows(t, name, ybuf, ref, xv, y0, m, c.n, c.k, acc, keep)
+}
+
+// TestQGEMMStream covers the streaming decode GEMV (csrc/qgemv_stream.cu) in each of its
+// layouts: R = 1 / 2 / 4 row tiles per block with 8 / 4 / 2 K-slices reduced in shared memory,
+// R > 8 whole row tiles per warp stored as they finish, one or two units per iteration (odd and
+// even chunk counts), M <= 8 and M > 8 (two n8 token tiles), N not a multiple of 16, every
+// format, store and accumulate. On a 132-SM H200 each shape below has enough row tiles for
+// the kernel to accept it (with DSV4GO_GEMV3=0 the same cases check the earlier kernels).
+func TestQGEMMStream(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := d.Stream()
+	cases := []struct {
+		c  qcase
+		ms []int
+	}{
+		{qcase{NVFP4, 4096, 1024}, []int{1, 2, 9}}, // R=1, one chunk per K-slice
+		{qcase{MXFP4, 2056, 2048}, []int{1, 4}},    // R=1, ragged N, two chunks per K-slice
+		{qcase{NVFP4, 16384, 1024}, []int{1, 3}},   // R=4, two K-slices
+		{qcase{MXFP4, 8192, 512}, []int{1, 16}},    // R=2, M=16
+		{qcase{FP8Block, 8192, 1024}, []int{1, 7}}, // R=2, FP8-block
+		{qcase{NVFP4, 34048, 256}, []int{1, 12}},   // R=9: whole row tiles per warp
+		{qcase{FP8Block, 34000, 256}, []int{1}},    // R=9, FP8-block, ragged N
+	}
+	for _, tc := range cases {
+		p, ref := packRandom(t, r, tc.c)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		for _, m := range tc.ms {
+			for _, acc := range []bool{false, true} {
+				runQGEMMCase(t, d, st, r, w, ref, tc.c, m, acc, 0, nil)
+			}
+		}
+		w.Free()
+	}
+}
+
 func TestQGEMMLargeM(t *testing.T) {
 	d := device(t)
 	r := rng(t)
@@ -637,30 +646,19 @@ func TestQGEMMLargeM(t *testing.T) {
 		must(t, err)
 		for _, m := range tc.ms {
 			for _, acc := range []bool{false, true} {
-				name := fmt.Sprintf("%v/%dx%d/M=%d/splits=%d/acc=%v", c.f, c.n, c.k, m, tc.splits, acc)
-				xb, xv := bf16Acts(r, m*c.k)
-				xbuf, err := d.Alloc(int64(len(xb)))
-				must(t, err, xbuf.Upload(xb))
-				ybuf, err := d.Alloc(int64(4 * m * c.n))
-				must(t, err)
-				y0 := randF32(r, m*c.n, 1)
-				if !acc {
-					poison(y0)
-				}
-				must(t, ybuf.UploadF32(y0), st.QGEMMSplit(w, xbuf, ybuf, m, acc, tc.splits))
-				checkQGEMMRows(t, name, ybuf, ref, xv, y0, m, c.n, c.k, acc, func(i int) bool {
+				runQGEMMCase(t, d, st, r, w, ref, c, m, acc, tc.splits, func(i int) bool {
 					return i%5 == 0 || i%128 == 127 || i >= m-3
 				})
-				xbuf.Free()
-				ybuf.Free()
 			}
 		}
 		w.Free()
 	}
 }
 
-// checkQGEMMRows is checkQGEMM restricted to the tokens i with keep(i); it also requires every
-// element of y to be a number (no unwritten NaN anywhere).
+// checkQGEMMRows downloads y [m][n] from ybuf and compares the tokens i with keep(i) with the
+// float64 product of x [m][k] and the dequantized weight ref [n][k] (plus y0 when acc): the
+// error bound is 2^-14 of sum |w x| (float32 accumulation of exact bf16 products). Every
+// element of y must be a number (no unwritten NaN anywhere).
 func checkQGEMMRows(t *testing.T, name string, ybuf *Buffer, ref, xv []float64, y0 []float32, m, n, k int, acc bool, keep func(int) bool) {
 	t.Helper()
 	got := make([]float32, m*n)

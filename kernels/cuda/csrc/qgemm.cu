@@ -779,11 +779,13 @@ template <int FMT, int MT>
 int launch_gemv(const void *w, const void *sc, long long wstride, long long sstride, int N,
                 int npad, int K, float alpha, const float *alphas, const int *ids, const void *x,
                 float *y, int M, int G, int accumulate, int splits, cudaStream_t st, int E = 1) {
-  // One matrix (not grouped), split factor left to the kernels: the streaming kernel
-  // (qgemv_stream.cu), unless DSV4GO_GEMV3=0 or one of the switches below forces an older one.
-  if (G == 1 && splits <= 0 && !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled()) {
-    const int r = dsv4c_qgemv_stream(FMT, w, sc, N, npad, K, alpha, x, y, M, accumulate, st);
-    if (r != DSV4C_ERR_SHAPE) return r; // else x does not fit beside its ring: kernels below
+  // Split factor left to the kernels: the streaming kernel (qgemv_stream.cu) for one matrix,
+  // and for grouped launches with DSV4GO_GEMV3_GROUPED=1, unless DSV4GO_GEMV3=0 or one of the
+  // switches below forces an older kernel.
+  if (splits <= 0 && !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(G > 1)) {
+    const int r = dsv4c_qgemv_stream(FMT, w, sc, wstride, sstride, N, npad, K, alpha, alphas,
+                                     ids, x, y, M, G, ids ? E : G, accumulate, st);
+    if (r != DSV4C_ERR_SHAPE) return r; // declined (see qgemv_stream.h): the kernels below
   }
   // The second kernel where a launch's fixed cost dominates: one matrix (not grouped) of at
   // most 8 MB of packed weights, M <= 8. DSV4GO_GEMV2_ALL=1 / DSV4GO_GEMV_OLD=1 force one.

@@ -49,11 +49,23 @@ template <int FMT> struct Unit {
   static constexpr int SLOT = WBYTES + (SBYTES ? 128 : 0); // ring slot, 128-byte aligned
 };
 
+// Grouped launches (MoE experts): group z of G uses expert ids[z] (z when ids is NULL) of a
+// stack of E weights wstride uint4 / sstride bytes apart, scaled by alphas[e] (if non-NULL),
+// with its own x [M][K] and y [M][N] slices. bpg = blocks per group (a block never spans two
+// groups). G = 1, ids = alphas = NULL for one matrix.
+struct Groups {
+  long long wstride, sstride;
+  const float *alphas;
+  const int *ids;
+  int G, E, bpg;
+};
+
 template <int FMT, int MT, int DEPTH, int UP>
-__global__ void __launch_bounds__(256, (UP == 1 && MT == 1 && FMT != DSV4C_FMT_FP8B) ? 4 : 2)
+__global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per SM anyway
     qgemv_stream_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                         int K, float alpha, const __nv_bfloat16 *__restrict__ x,
-                        float *__restrict__ y, int M, int N, int R, int lgkw, int accumulate, int probe) {
+                        float *__restrict__ y, int M, int N, int R, int lgkw, int accumulate, int probe,
+                        Groups gp) {
   using U = Unit<FMT>;
   constexpr int WQ = U::WQ;
   extern __shared__ uint4 smem[];
@@ -64,8 +76,20 @@ __global__ void __launch_bounds__(256, (UP == 1 && MT == 1 && FMT != DSV4C_FMT_F
   const int kw = warp >> (3 - lgkw), rw = warp & (RW - 1);
   const int nch = K / 128, KT = K / 64;
   // this warp's row tiles: rt0, rt0 + RW, ... below rtEnd; its chunks: c0 .. c0 + ncw - 1
-  const int rt0 = blockIdx.x * R + rw;
-  const int rtEnd = min(ntiles, (blockIdx.x + 1) * R);
+  const int grp = blockIdx.x / gp.bpg, bl = blockIdx.x - grp * gp.bpg;
+  const int rt0 = bl * R + rw;
+  const int rtEnd = min(ntiles, (bl + 1) * R);
+  int e = grp;
+  if (gp.ids) { // expert ids come from the previous kernel (the router): wait for it first
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    e = gp.ids[grp];
+  }
+  if (e < 0 || e >= gp.E) return; // invalid expert id: group left untouched (uniform per block)
+  w += (size_t)e * gp.wstride;
+  sc += (size_t)e * gp.sstride;
+  if (gp.alphas) alpha *= gp.alphas[e];
+  x += (size_t)grp * M * K;
+  y += (size_t)grp * M * N;
   const int nrt = rt0 < rtEnd ? (rtEnd - rt0 + RW - 1) / RW : 0;
   const int pc = (nch + KW - 1) >> lgkw;
   const int c0 = kw * pc;
@@ -254,7 +278,7 @@ template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K) {
 
 template <int FMT, int MT, int DEPTH, int UP>
 int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
-                 float *y, int M, int N, int R, int lgkw, int blocks, int accumulate,
+                 float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
   using U = Unit<FMT>;
   const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K);
@@ -270,7 +294,7 @@ int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, 
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
+  cfg.gridDim = dim3(gp.G * gp.bpg);
   cfg.blockDim = dim3(256);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
@@ -280,12 +304,13 @@ int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, 
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
-                                 alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate, probe);
+                                 alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
+                                 probe, gp);
 }
 
 template <int FMT, int MT>
 int launch_stream(const void *w, const void *sc, int N, int npad, int K, float alpha,
-                  const void *x, float *y, int M, int accumulate, cudaStream_t st) {
+                  const void *x, float *y, int M, int accumulate, Groups gp, cudaStream_t st) {
   static int sms = [] {
     int dev = 0, n = 132;
     cudaGetDevice(&dev);
@@ -297,47 +322,49 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   static const int up = env_int("DSV4GO_GEMV3_UP", 2);
   const int ntiles = npad / 16;
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
-  // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp.
-  int R = (ntiles + sms * bps - 1) / (sms * bps);
+  // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as
+  // well for grouped launches, where a block must not span two groups).
+  int R = (int)(((long long)gp.G * ntiles + sms * bps - 1) / (sms * bps));
   int lgkw = 0;
-  if (R < 8) {
+  if (R < 8 || gp.G > 1) {
     int lr = 0;
     while ((1 << lr) < R) lr++;
     R = 1 << lr;
-    lgkw = 3 - lr;
+    lgkw = lr < 3 ? 3 - lr : 0;
   }
-  const int blocks = (ntiles + R - 1) / R;
+  if (gp.G > 1 && (R > ntiles || ntiles % R != 0)) return DSV4C_ERR_SHAPE;
+  gp.bpg = (ntiles + R - 1) / R;
   // Too few row tiles to give half the SMs a block (wkv: 32): one block per row tile would
   // leave the GPU mostly idle; the older kernels split K over blocks there.
-  if (2 * blocks < sms) return DSV4C_ERR_SHAPE;
+  if (2LL * gp.G * gp.bpg < sms || (long long)gp.G * gp.bpg > 0x7fffffff) return DSV4C_ERR_SHAPE;
   // FP4: 8 units per warp in flight (10 with DSV4GO_GEMV3_DEPTH=2), two units per iteration
   // when every warp's K-slice has an even number of chunks (DSV4GO_GEMV3_UP=1: one).
   // FP8-block (2 KB units): 4 (5), one unit per iteration.
   const int nch = K / 128, kwN = 1 << lgkw;
   const bool pair = up != 1 && nch % (2 * kwN) == 0;
+#define LAUNCH(D, P) launch_depth<FMT, MT, D, P>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st)
   if constexpr (FMT == DSV4C_FMT_FP8B) {
-    if (depth == 2)
-      return launch_depth<FMT, MT, 5, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
-    return launch_depth<FMT, MT, 4, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
+    return depth == 2 ? LAUNCH(5, 1) : LAUNCH(4, 1);
   } else {
-  if (depth == 2)
-    return pair ? launch_depth<FMT, MT, 10, 2>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st)
-                : launch_depth<FMT, MT, 10, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
-  return pair ? launch_depth<FMT, MT, 8, 2>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st)
-              : launch_depth<FMT, MT, 8, 1>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, blocks, accumulate, st);
+    if (depth == 2) return pair ? LAUNCH(10, 2) : LAUNCH(10, 1);
+    return pair ? LAUNCH(8, 2) : LAUNCH(8, 1);
   }
+#undef LAUNCH
 }
 
 } // namespace
 
-int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
-                       float alpha, const void *d_x, float *d_y, int M, int accumulate,
-                       cudaStream_t st) {
-  if (N <= 0 || M <= 0 || M > 16 || K <= 0 || K % 128 != 0 || npad % 64 != 0 || npad < N)
+int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
+                       long long sstride, int N, int npad, int K, float alpha,
+                       const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
+                       int M, int G, int E, int accumulate, cudaStream_t st) {
+  if (N <= 0 || M <= 0 || M > 16 || K <= 0 || K % 128 != 0 || npad % 64 != 0 || npad < N ||
+      G <= 0 || E <= 0 || wstride % 16 != 0)
     return DSV4C_ERR_SHAPE;
+  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0};
 #define STREAM(F)                                                                               \
-  return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, st) \
-                : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, st)
+  return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
+                : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)
   switch (fmt) {
   case DSV4C_FMT_NVFP4:
     STREAM(DSV4C_FMT_NVFP4);
@@ -350,7 +377,8 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, int N, in
   return DSV4C_ERR_FORMAT;
 }
 
-int dsv4c_qgemv_stream_enabled() {
+int dsv4c_qgemv_stream_enabled(int grouped) {
   static const bool on = env_int("DSV4GO_GEMV3", 1) != 0;
-  return on ? 1 : 0;
+  static const bool grp = env_int("DSV4GO_GEMV3_GROUPED", 0) != 0;
+  return on && (!grouped || grp) ? 1 : 0;
 }

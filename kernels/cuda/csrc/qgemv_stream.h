@@ -7,14 +7,19 @@
 
 // y[M][N] = alpha * x[M][K] . W^T (y += when accumulate) for one packed weight, M <= 16,
 // x rows of exactly K bf16 and y rows of exactly N float32 (the decode GEMV contract of
-// dsv4c_qgemm_cfg with ldx == K, ldy == N). Returns 0, a cudaError_t, DSV4C_ERR_FORMAT, or
-// DSV4C_ERR_SHAPE when it declines the shape (bad arguments, x too large for its shared
-// memory, fewer row tiles than half the SMs): the caller then uses the older decode kernels.
-int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
-                       float alpha, const void *d_x, float *d_y, int M, int accumulate,
-                       cudaStream_t st);
+// dsv4c_qgemm_cfg with ldx == K, ldy == N); with G > 1 the grouped MoE form of
+// dsv4c_qgemm_grouped (group z: expert ids[z], or z when d_ids is NULL, of E weights
+// wstride / sstride bytes apart, alpha * d_alphas[e] when d_alphas is non-NULL, x and y
+// slices z). Returns 0, a cudaError_t, DSV4C_ERR_FORMAT, or DSV4C_ERR_SHAPE when it declines
+// the shape (bad arguments, x too large for its shared memory, fewer blocks than half the
+// SMs): the caller then uses the older decode kernels.
+int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
+                       long long sstride, int N, int npad, int K, float alpha,
+                       const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
+                       int M, int G, int E, int accumulate, cudaStream_t st);
 
-// 1 unless DSV4GO_GEMV3=0 (the environment switch back to the earlier decode kernels).
-int dsv4c_qgemv_stream_enabled();
+// 1 unless DSV4GO_GEMV3=0 (the switch back to the earlier decode kernels); for grouped
+// launches (grouped != 0) only with DSV4GO_GEMV3_GROUPED=1.
+int dsv4c_qgemv_stream_enabled(int grouped);
 
 #endif

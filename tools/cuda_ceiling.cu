@@ -13,6 +13,8 @@
 #include <functional>
 #include <vector>
 
+#include "../kernels/cuda/csrc/qgemm_common.cuh" // ldg_stream: the GEMVs' streaming load
+
 #define CK(x)                                                                                \
   do {                                                                                       \
     cudaError_t e_ = (x);                                                                    \
@@ -22,13 +24,6 @@
     }                                                                                        \
   } while (0)
 
-__device__ __forceinline__ uint4 ldg_stream(const uint4 *p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
 
 // mode 0: plain. mode 1: PDL, wait before the first load (launch overlap only).
 // mode 2: PDL, loads issued before the wait (the weights of a GEMV never depend on the
@@ -107,6 +102,20 @@ static float time_graph(cudaStream_t st, const std::function<void(int)> &launch,
   return ts[2];
 }
 
+// launch_config: grid x 256 threads on st, with the programmatic-dependent-launch attribute
+// (at, owned by the caller) when pdl.
+static cudaLaunchConfig_t launch_config(cudaStream_t st, int grid, bool pdl, cudaLaunchAttribute &at) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(256);
+  cfg.stream = st;
+  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cfg;
+}
+
 int main() {
   int dev = 0, sms = 0;
   CK(cudaSetDevice(dev));
@@ -131,20 +140,13 @@ int main() {
   }
   for (int pdl = 0; pdl < 2; pdl++) {
     float us = time_graph(st, [&](int) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(sms);
-      cfg.blockDim = dim3(256);
-      cfg.stream = st;
       cudaLaunchAttribute at;
-      at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      at.val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = &at;
-      cfg.numAttrs = pdl;
+      cudaLaunchConfig_t cfg = launch_config(st, sms, pdl != 0, at);
       CK(cudaLaunchKernelEx(&cfg, empty_kernel, pdl));
     }, 200);
     printf("empty kernel (%d blocks) in a graph, pdl=%d: %.2f us per launch\n", sms, pdl, us);
   }
-  const double sizes[] = {1.18, 4.72, 18.9, 64, 256};
+  const double sizes[] = {1.18, 4.72, 18.9, 64}; // 256 MB: see BENCHMARKS.md (dropped)
   const int bpsm[] = {1, 2, 4, 8};
   printf("| bytes (MB) | blocks/SM | mode | us per launch | GB/s | %% of copy |\n|---|---|---|---|---|---|\n");
   for (double mb : sizes) {
@@ -155,15 +157,8 @@ int main() {
     for (int b : bpsm) {
       for (int mode = 0; mode < 4; mode++) {
         float us = time_graph(st, [&](int r) {
-          cudaLaunchConfig_t cfg = {};
-          cfg.gridDim = dim3(sms * b);
-          cfg.blockDim = dim3(256);
-          cfg.stream = st;
           cudaLaunchAttribute at;
-          at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-          at.val.programmaticStreamSerializationAllowed = 1;
-          cfg.attrs = &at;
-          cfg.numAttrs = mode ? 1 : 0;
+          cudaLaunchConfig_t cfg = launch_config(st, sms * b, mode != 0, at);
           const uint4 *p = buf + (size_t)(r % slots) * n;
           switch (mode) {
           case 0: CK(cudaLaunchKernelEx(&cfg, read_kernel<0>, p, n, out)); break;

@@ -591,28 +591,44 @@ func runQGEMMCase(t *testing.T, d *Device, st *Stream, r *rand.Rand, w *Weight, 
 // format, store and accumulate. On a 132-SM H200 each shape below has enough row tiles for
 // the kernel to accept it (with DSV4GO_GEMV3=0 the same cases check the earlier kernels).
 func TestQGEMMStream(t *testing.T) {
+	runQGEMMTable(t, []qgemmCases{
+		{qcase{NVFP4, 4096, 1024}, []int{1, 2, 9}, 0}, // R=1, one chunk per K-slice
+		{qcase{MXFP4, 2056, 2048}, []int{1, 4}, 0},    // R=1, ragged N, two chunks per K-slice
+		{qcase{NVFP4, 16384, 1024}, []int{1, 3}, 0},   // R=4, two K-slices
+		{qcase{MXFP4, 8192, 512}, []int{1, 16}, 0},    // R=2, M=16
+		{qcase{FP8Block, 8192, 1024}, []int{1, 7}, 0}, // R=2, FP8-block
+		{qcase{NVFP4, 34048, 256}, []int{1, 12}, 0},   // R=9: whole row tiles per warp
+		{qcase{FP8Block, 34000, 256}, []int{1}, 0},    // R=9, FP8-block, ragged N
+	}, nil)
+}
+
+// qgemmCases is one weight shape of a QGEMM test table, the token counts M to run it with
+// and the split argument of Stream.QGEMMSplit (0: the dispatch's choice).
+type qgemmCases struct {
+	c      qcase
+	ms     []int
+	splits int
+}
+
+// runQGEMMTable packs and uploads a random weight per row of the table and runs every M with
+// and without accumulate through runQGEMMCase; rows(m), when non-nil, picks the token rows
+// that are checked at that M.
+func runQGEMMTable(t *testing.T, cases []qgemmCases, rows func(m int) func(int) bool) {
+	t.Helper()
 	d := device(t)
 	r := rng(t)
 	st := d.Stream()
-	cases := []struct {
-		c  qcase
-		ms []int
-	}{
-		{qcase{NVFP4, 4096, 1024}, []int{1, 2, 9}}, // R=1, one chunk per K-slice
-		{qcase{MXFP4, 2056, 2048}, []int{1, 4}},    // R=1, ragged N, two chunks per K-slice
-		{qcase{NVFP4, 16384, 1024}, []int{1, 3}},   // R=4, two K-slices
-		{qcase{MXFP4, 8192, 512}, []int{1, 16}},    // R=2, M=16
-		{qcase{FP8Block, 8192, 1024}, []int{1, 7}}, // R=2, FP8-block
-		{qcase{NVFP4, 34048, 256}, []int{1, 12}},   // R=9: whole row tiles per warp
-		{qcase{FP8Block, 34000, 256}, []int{1}},    // R=9, FP8-block, ragged N
-	}
 	for _, tc := range cases {
 		p, ref := packRandom(t, r, tc.c)
 		w, err := d.UploadWeight(p)
 		must(t, err)
 		for _, m := range tc.ms {
+			var keep func(int) bool
+			if rows != nil {
+				keep = rows(m)
+			}
 			for _, acc := range []bool{false, true} {
-				runQGEMMCase(t, d, st, r, w, ref, tc.c, m, acc, 0, nil)
+				runQGEMMCase(t, d, st, r, w, ref, tc.c, m, acc, tc.splits, keep)
 			}
 		}
 		w.Free()
@@ -620,14 +636,7 @@ func TestQGEMMStream(t *testing.T) {
 }
 
 func TestQGEMMLargeM(t *testing.T) {
-	d := device(t)
-	r := rng(t)
-	st := d.Stream()
-	cases := []struct {
-		c      qcase
-		ms     []int
-		splits int
-	}{
+	runQGEMMTable(t, []qgemmCases{
 		{qcase{NVFP4, 256, 1024}, []int{256, 2048}, 0},
 		{qcase{NVFP4, 200, 2048}, []int{300}, 0},
 		{qcase{NVFP4, 1000, 8192}, []int{130}, 0},
@@ -638,21 +647,9 @@ func TestQGEMMLargeM(t *testing.T) {
 		{qcase{FP8Block, 300, 1024}, []int{256, 2048}, 0},
 		{qcase{FP8Block, 130, 8192}, []int{200}, 0},
 		{qcase{FP8Block, 256, 2048}, []int{40}, -2},
-	}
-	for _, tc := range cases {
-		c := tc.c
-		p, ref := packRandom(t, r, c)
-		w, err := d.UploadWeight(p)
-		must(t, err)
-		for _, m := range tc.ms {
-			for _, acc := range []bool{false, true} {
-				runQGEMMCase(t, d, st, r, w, ref, c, m, acc, tc.splits, func(i int) bool {
-					return i%5 == 0 || i%128 == 127 || i >= m-3
-				})
-			}
-		}
-		w.Free()
-	}
+	}, func(m int) func(int) bool {
+		return func(i int) bool { return i%5 == 0 || i%128 == 127 || i >= m-3 }
+	})
 }
 
 // checkQGEMMRows downloads y [m][n] from ybuf and compares the tokens i with keep(i) with the

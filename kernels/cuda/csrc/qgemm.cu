@@ -579,24 +579,21 @@ int launch_gemv2(const void *w, const void *sc, long long wstride, long long sst
   }
   auto xbytes = [&](int s) { return (size_t)M * (((kch + s - 1) / s) * 128 + 8) * 2; };
   const size_t red = (size_t)((1 << lgkw) - 1) * RW * MT * 4 * 32 * sizeof(float);
-  while (splits < kch && xbytes(splits) + red > (size_t)GEMV2_SMEM_MAX) splits++;
+  const int cap = min(GEMV2_SMEM_MAX, smem_optin_max());
+  while (splits < kch && xbytes(splits) + red > (size_t)cap) splits++;
   if (splits > kch) splits = kch;
   const int per = (kch + splits - 1) / splits;
   splits = (kch + per - 1) / per;
   const size_t smem = xbytes(splits) + red;
-  if (smem > (size_t)GEMV2_SMEM_MAX) return DSV4C_ERR_SHAPE;
+  if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
   const int atomic = splits > 1;
   if (atomic && !accumulate) {
     cudaError_t e = cudaMemsetAsync(y, 0, (size_t)G * M * N * sizeof(float), st);
     if (e != cudaSuccess) return (int)e;
   }
   auto kern = qgemv2_kernel<FMT, MT>;
-  static bool attr_set = false; // per instantiation; benign race (idempotent)
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMV2_SMEM_MAX);
-    if (e != cudaSuccess) return (int)e;
-    attr_set = true;
-  }
+  static DeviceOnce smemOptIn; // per instantiation and device
+  if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(rowBlocks, splits, G);
@@ -747,13 +744,8 @@ int launch_pipe_b(const void *w, const void *sc, int N, int npad, int K, float a
   using L = PipeSmem<FMT>;
   const int ntiles = npad / 16;
   dim3 grid((ntiles + PIPE_ROWT - 1) / PIPE_ROWT, 1, (M + PIPE_TOK - 1) / PIPE_TOK);
-  static bool attr_set = false; // per process; benign race (idempotent)
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(qgemm_pipe_kernel<FMT, MINB>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::TOTAL);
-    if (e != cudaSuccess) return (int)e;
-    attr_set = true;
-  }
+  static DeviceOnce smemOptIn; // per instantiation and device
+  if (int e = opt_in_smem(smemOptIn, qgemm_pipe_kernel<FMT, MINB>, L::TOTAL)) return e;
   (void)cudaGetLastError();
   qgemm_pipe_kernel<FMT, MINB><<<grid, PIPE_WARPS * 32, L::TOTAL, st>>>(
       (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha, (const __nv_bfloat16 *)x, ldx, y,

@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include "dsv4cuda.h"
 
 namespace {
@@ -153,6 +155,44 @@ __device__ __forceinline__ void store_acc(const float (&acc)[RT][MT][4], int rt0
   }
 }
 
+// ---- host side ----
+
+// DeviceOnce applies a per-device setting once per device ordinal (cudaFuncSetAttribute acts on
+// the current device only, so a kernel's dynamic shared-memory opt-in must be made on every
+// device it runs on). Devices past 63 are set on every call. Benign race: settings are
+// idempotent. Use one static DeviceOnce per kernel instantiation.
+struct DeviceOnce {
+  std::atomic<unsigned long long> done{0};
+  // run calls set() (returning 0 or a cudaError_t) unless it already succeeded on the current
+  // device; returns its result.
+  template <typename F> int run(F set) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return (int)e;
+    const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
+    if (bit && (done.load(std::memory_order_relaxed) & bit)) return 0;
+    const int r = set();
+    if (r == 0 && bit) done.fetch_or(bit, std::memory_order_relaxed);
+    return r;
+  }
+};
+
+// smem_optin_max returns the current device's largest dynamic shared memory per block (bytes)
+// that a kernel may opt in to (227 KB on sm_90, 99 KB on sm_120), or 48 KB if unknown.
+inline int smem_optin_max() {
+  int dev = 0, v = 48 * 1024;
+  if (cudaGetDevice(&dev) == cudaSuccess)
+    cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  return v;
+}
+
+// opt_in_smem raises kern's dynamic shared-memory limit to bytes on the current device, once
+// per device (once holds that state); 0 or a cudaError_t.
+template <typename K> int opt_in_smem(DeviceOnce &once, K kern, int bytes) {
+  return once.run([&] { return (int)cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); });
+}
+
 } // namespace
+
 
 #endif

@@ -292,13 +292,8 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
   int per = 0, mode = 0;
   if (int e = plan(rb, tb, K, M, N, ldy, y, accumulate, splits, per, mode, st)) return e;
-  static bool attr_set = false; // per instantiation; benign race (idempotent)
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(qgemm_wgmma_kernel<FMT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::TOTAL);
-    if (e != cudaSuccess) return (int)e;
-    attr_set = true;
-  }
+  static DeviceOnce smemOptIn; // per instantiation and device
+  if (int e = opt_in_smem(smemOptIn, qgemm_wgmma_kernel<FMT>, L::TOTAL)) return e;
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   dim3 grid(rb, tb, splits);
   qgemm_wgmma_kernel<FMT><<<grid, LG_THREADS, L::TOTAL, st>>>(

@@ -126,7 +126,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 
 #pragma unroll
   for (int i = 0; i < DEPTH - UP; i++) issue();
-  // Weights never depend on the previous kernel: they are in flight before this wait. x may.
+  // Weights, scales and alphas are uploaded once and never written by a kernel: they are
+  // read before this wait. x (and y when accumulating) may come from the previous kernel.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
@@ -264,32 +265,29 @@ static int env_int(const char *name, int def) {
 }
 
 // Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
-// one unit per loop iteration, DSV4GO_GEMV3_PDL=0 launches without
-// the programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2:
-// two blocks of this grid and two of the next fit in an SM's registers and shared memory).
-// Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16), the K-slice
-// reduction scratch. At most STREAM_SMEM_MAX, so that two blocks fit in an SM (228 KB); when
-// x does not fit beside the ring (large M x K) the launcher declines and the caller uses the
-// older decode kernels.
+// one unit per loop iteration, DSV4GO_GEMV3_PDL=0 launches without the
+// programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2: the
+// grid is one wave of two blocks per SM; the next grid's blocks start as these retire).
+// Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and, with K-slices,
+// their reduction scratch. At most STREAM_SMEM_MAX (two blocks per SM on sm_90's 228 KB) and
+// the device's opt-in limit; when x does not fit beside the rings (large M x K) the launcher
+// declines and the caller uses the older decode kernels.
 constexpr int STREAM_SMEM_MAX = 112 * 1024;
-template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K) {
-  return (size_t)8 * DEPTH * Unit<FMT>::SLOT + (size_t)M * (K + 8) * 2 + (size_t)7 * MT * 4 * 32 * sizeof(float);
+template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw) {
+  const size_t red = lgkw > 0 ? (size_t)7 * MT * 4 * 32 * sizeof(float) : 0;
+  return (size_t)8 * DEPTH * Unit<FMT>::SLOT + (size_t)M * (K + 8) * 2 + red;
 }
 
 template <int FMT, int MT, int DEPTH, int UP>
 int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
-  using U = Unit<FMT>;
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K);
-  if (smem > (size_t)STREAM_SMEM_MAX) return DSV4C_ERR_SHAPE;
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, lgkw);
+  const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
+  if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP>;
-  static bool attr_set = false; // per instantiation; benign race (idempotent)
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, STREAM_SMEM_MAX);
-    if (e != cudaSuccess) return (int)e;
-    attr_set = true;
-  }
+  static DeviceOnce smemOptIn; // per instantiation and device
+  if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
@@ -311,12 +309,9 @@ int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, 
 template <int FMT, int MT>
 int launch_stream(const void *w, const void *sc, int N, int npad, int K, float alpha,
                   const void *x, float *y, int M, int accumulate, Groups gp, cudaStream_t st) {
-  static int sms = [] {
-    int dev = 0, n = 132;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    return n;
-  }();
+  int dev = 0, sms = 132;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   static const int bps = max(1, env_int("DSV4GO_GEMV3_BPS", 2));
   static const int depth = env_int("DSV4GO_GEMV3_DEPTH", 1);
   static const int up = env_int("DSV4GO_GEMV3_UP", 2);
@@ -359,7 +354,8 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
                        int M, int G, int E, int accumulate, cudaStream_t st) {
   if (N <= 0 || M <= 0 || M > 16 || K <= 0 || K % 128 != 0 || npad % 64 != 0 || npad < N ||
-      G <= 0 || E <= 0 || wstride % 16 != 0)
+      G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
+      ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
     return DSV4C_ERR_SHAPE;
   const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0};
 #define STREAM(F)                                                                               \

@@ -404,20 +404,7 @@ func TestGraphDecodeStep(t *testing.T) {
 	must(t, step(), st.Sync())
 	eager := make([]float32, m*hid)
 	must(t, y.DownloadF32(eager))
-	must(t, st.BeginCapture())
-	if err := step(); err != nil {
-		st.EndCapture()
-		t.Fatal(err)
-	}
-	gr, err := st.EndCapture()
-	must(t, err)
-	defer gr.Close()
-	poisoned := make([]float32, m*hid)
-	poison(poisoned)
-	must(t, y.UploadF32(poisoned))
-	must(t, gr.Launch(st, 3, true))
-	got := make([]float32, m*hid)
-	must(t, y.DownloadF32(got))
+	got := replayGraph(t, st, step, y, m*hid)
 	// Split-K float32 atomics add in a different order between runs, and the bf16 rounding
 	// of the SwiGLU output can then flip by one bf16 ulp (2^-8): allow 1e-2 relative (norm).
 	if e := relErr(got, eager); e > 1e-2 {
@@ -608,6 +595,29 @@ func TestQGEMMStream(t *testing.T) {
 	}, nil)
 }
 
+// replayGraph captures step on st into a CUDA graph, fills out and the float32 buffers in
+// scratch with NaN, replays the graph 3 times and returns out's first n float32 values.
+func replayGraph(t *testing.T, st *Stream, step func() error, out *Buffer, n int, scratch ...*Buffer) []float32 {
+	t.Helper()
+	must(t, st.BeginCapture())
+	if err := step(); err != nil {
+		st.EndCapture()
+		t.Fatal(err)
+	}
+	gr, err := st.EndCapture()
+	must(t, err)
+	defer gr.Close()
+	for _, b := range append([]*Buffer{out}, scratch...) {
+		v := make([]float32, b.Len()/4)
+		poison(v)
+		must(t, b.UploadF32(v))
+	}
+	must(t, gr.Launch(st, 3, true))
+	got := make([]float32, n)
+	must(t, out.DownloadF32(got))
+	return got
+}
+
 // TestGraphStreamChain captures GEMV -> ToBF16 -> GEMV, both GEMVs on the streaming kernel
 // (launched with programmatic dependent launch, so the second one's grid starts while the
 // conversion kernel runs and must wait for it before reading x), into a CUDA graph and checks
@@ -659,20 +669,7 @@ func TestGraphStreamChain(t *testing.T) {
 			}
 		}
 	}
-	must(t, st.BeginCapture())
-	if err := step(); err != nil {
-		st.EndCapture()
-		t.Fatal(err)
-	}
-	gr, err := st.EndCapture()
-	must(t, err)
-	defer gr.Close()
-	poisoned := make([]float32, m*n2)
-	poison(poisoned)
-	must(t, y2.UploadF32(poisoned), y1.UploadF32(poisoned[:m*n1]))
-	must(t, gr.Launch(st, 3, true))
-	got := make([]float32, m*n2)
-	must(t, y2.DownloadF32(got))
+	got := replayGraph(t, st, step, y2, m*n2, y1)
 	for i := range got {
 		if math.Float32bits(got[i]) != math.Float32bits(eager[i]) {
 			t.Fatalf("graph replay y2[%d] = %g, eager %g", i, got[i], eager[i])

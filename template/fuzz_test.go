@@ -74,6 +74,7 @@ func FuzzJinja(f *testing.F) {
 		f.Add(b.src, `[]`)
 	}
 	f.Add(`{{ 1 // 0 }}{{ foo.bar.baz }}`, `[]`)
+	f.Add(`{% set ns = namespace() %}{% for m in messages %}{% set ns.n = ns %}{% endfor %}{{ ns.n }}{{ ns == ns.n }}`, `[{"role": "user", "content": "x"}]`)
 	f.Fuzz(func(t *testing.T, src, messages string) {
 		j, err := ParseJinja(src, &JinjaOptions{MaxOutputBytes: 1 << 16, MaxSteps: 10_000, MaxDuration: time.Second})
 		if err != nil {

@@ -177,6 +177,8 @@ var outputType = reflect.TypeFor[*nodes.Output]()
 //     budget;
 //   - dict(k=v, ...) becomes a dict literal with the keys in source order
 //     (gonja's dict() sees its keyword arguments as a Go map);
+//   - the value of every {% set obj.attr = value %} passes nsGuardFilter(obj), so that a
+//     namespace cannot be made to contain itself (nsguard.go);
 //   - the operators *, **, %, / and // become a filter over the pair
 //     [a, b] that computes them with Python semantics and bounded size
 //     (gonja would allocate 'x' * 10**12, turns 2 ** 10 into a float,
@@ -271,6 +273,9 @@ func instrument(root *nodes.Template) {
 					return &nodes.FilteredExpression{Expression: e, Filters: []*nodes.FilterCall{{Token: o.Start, Name: printFilter, Kwargs: map[string]nodes.Expression{}}}}
 				}
 				o.Expression, o.Alternative = wrap(o.Expression), wrap(o.Alternative)
+			}
+			if setStatement(v) {
+				guardNamespaceSet(v.Elem())
 			}
 			if fcs, ok := interfaceOf(v).(*controlStructures.ForControlStructure); ok && fcs.ObjectEvaluator != nil {
 				tok := fcs.ObjectEvaluator.Position()
@@ -412,7 +417,8 @@ func hfEnvironment() *exec.Environment {
 		_ = filters.Register(addFilter, filterAdd)
 		_ = filters.Register(callFilter, filterCall)
 		_ = filters.Register(iterFilter, filterIter)
-		for _, n := range append(builtinFilterNames, mulFilter, powFilter, modFilter, divFilter, floorDivFilter, printFilter, concatFilter, addFilter) {
+		_ = filters.Register(nsGuardFilter, filterNSGuard)
+		for _, n := range append(builtinFilterNames, mulFilter, powFilter, modFilter, divFilter, floorDivFilter, printFilter, concatFilter, addFilter, nsGuardFilter) {
 			if f, ok := filters.Get(n); ok {
 				_ = filters.Replace(n, boundFilter(f, n))
 			}

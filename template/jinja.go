@@ -183,7 +183,12 @@ var outputType = reflect.TypeFor[*nodes.Output]()
 //     [a, b] that computes them with Python semantics and bounded size
 //     (gonja would allocate 'x' * 10**12, turns 2 ** 10 into a float,
 //     panics on 'x%s' % y and truncates -7 // 2 toward zero).
-func instrument(root *nodes.Template) {
+//
+// It reports false when the tree is deeper than maxWalkDepth: a node it did
+// not reach would render without budget or guards, so the template must be
+// refused.
+func instrument(root *nodes.Template) bool {
+	complete := true
 	seen := map[uintptr]bool{}
 	wrappedCalls := map[*nodes.Call]bool{}
 	wrapperType := reflect.TypeFor[*nodes.Wrapper]()
@@ -251,7 +256,11 @@ func instrument(root *nodes.Template) {
 	}
 	var walk func(v reflect.Value, depth int)
 	walk = func(v reflect.Value, depth int) {
-		if depth > 10_000 || !v.IsValid() {
+		if !v.IsValid() {
+			return
+		}
+		if depth > maxWalkDepth {
+			complete = false
 			return
 		}
 		switch v.Kind() {
@@ -334,6 +343,7 @@ func instrument(root *nodes.Template) {
 		}
 	}
 	walk(reflect.ValueOf(root), 0)
+	return complete
 }
 
 // interfaceOf is v.Interface(), or nil where reflection forbids it.
@@ -457,8 +467,10 @@ func hfConfig() *config.Config {
 
 // ParseJinja compiles a chat template (the "chat_template" string of a
 // tokenizer_config.json). Errors wrap ErrSyntax, or ErrLimit for a source
-// over MaxTemplateBytes or nested deeper than MaxTemplateNesting. opts may
-// be nil.
+// over MaxTemplateBytes, blocks or brackets nested deeper than
+// MaxTemplateNesting, or an expression nested deeper than
+// 2 x MaxTemplateNesting nodes (operators, filters, calls, attributes and
+// items). opts may be nil.
 func ParseJinja(src string, opts *JinjaOptions) (j *Jinja, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -476,7 +488,12 @@ func ParseJinja(src string, opts *JinjaOptions) (j *Jinja, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSyntax, trimSource(err, src))
 	}
-	instrument(t.Root())
+	if err := checkTreeDepth(t.Root()); err != nil {
+		return nil, err
+	}
+	if !instrument(t.Root()) {
+		return nil, fmt.Errorf("%w: template nested deeper than %d", ErrLimit, MaxTemplateNesting)
+	}
 	j = &Jinja{tmpl: t}
 	if opts != nil {
 		j.opts = *opts

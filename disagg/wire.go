@@ -400,21 +400,43 @@ func (d *Decoder) header(p []byte) error {
 	if total != hd.TotalBytes {
 		return malformed("components sum to %d bytes, header says %d", total, hd.TotalBytes)
 	}
-	for i, c := range comps {
-		if hd.Lens[i] > 0 {
-			*c = make([]float32, hd.Lens[i])
-		}
-	}
+	// Components are allocated as their data arrives (see grow), not here: a
+	// header of a few hundred bytes announcing MaxStateBytes would otherwise
+	// make the decoder allocate all of it at once (with the 64 GiB default,
+	// a fatal "out of memory" that no recover catches).
 	d.hd, d.out, d.comps = &hd, h, comps
 	d.skipEmpty()
 	return nil
 }
 
 func (d *Decoder) skipEmpty() {
-	for d.ci < len(d.comps) && d.coff == 4*int64(len(*d.comps[d.ci])) {
+	for d.ci < len(d.comps) && d.coff == 4*d.hd.Lens[d.ci] {
 		d.ci++
 		d.coff = 0
 	}
+}
+
+// minGrow is the float32 count a component is first allocated with (or its
+// whole length if smaller): 4 MiB, so small components are allocated once.
+const minGrow = 1 << 20
+
+// grow makes the current component hold at least need values, so that what
+// the decoder allocates stays within twice the data received plus 4 MiB.
+// Capacity doubles up to the component's announced length, which is also its
+// final capacity.
+func (d *Decoder) grow(need int64) {
+	c := d.comps[d.ci]
+	if need <= int64(len(*c)) {
+		return
+	}
+	if need > int64(cap(*c)) {
+		total := d.hd.Lens[d.ci]
+		nc := min(max(need, 2*int64(cap(*c)), minGrow), total)
+		b := make([]float32, len(*c), nc)
+		copy(b, *c)
+		*c = b
+	}
+	*c = (*c)[:need]
 }
 
 func (d *Decoder) data(p []byte) error {
@@ -431,6 +453,7 @@ func (d *Decoder) data(p []byte) error {
 	d.crc = crc32.Update(d.crc, castagnoli, b)
 	d.nFrames++
 	for len(b) > 0 {
+		d.grow(min((d.coff+int64(len(b))+3)/4, d.hd.Lens[d.ci]))
 		dst := f32Bytes(*d.comps[d.ci])[d.coff:]
 		n := copy(dst, b)
 		b = b[n:]

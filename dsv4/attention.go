@@ -258,7 +258,11 @@ func (a *attention) forward(n *network, li int, b *batch, h, y []float32) {
 		keys := sk[si].keys
 		keep := min(len(keys)/hd, a.window-1)
 		if cap(ls.Window) < keep*hd {
-			nw := make([]float32, keep*hd, (a.window-1)*hd)
+			// Capacity grows with the keys kept (doubling, up to the window),
+			// not to the window at once: sliding_window may be up to 1<<30,
+			// and a window allocated whole made a short prompt die of a fatal
+			// out of memory.
+			nw := make([]float32, keep*hd, min(a.window-1, max(2*keep, 128))*hd)
 			copy(nw, keys[len(keys)-keep*hd:])
 			ls.Window = nw
 		} else {

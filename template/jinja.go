@@ -21,7 +21,6 @@ import (
 	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
 	"github.com/nikolalohinski/gonja/v2/tokens"
@@ -480,11 +479,7 @@ func ParseJinja(src string, opts *JinjaOptions) (j *Jinja, err error) {
 	if err := checkTemplateSource(src); err != nil {
 		return nil, err
 	}
-	loader, err := loaders.NewMemoryLoader(map[string]string{"/chat_template": src})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
-	}
-	t, err := exec.NewTemplate("/chat_template", hfConfig(), loader, hfEnvironment())
+	t, err := exec.NewTemplate("/chat_template", hfConfig(), &sourceLoader{src: src}, hfEnvironment())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSyntax, trimSource(err, src))
 	}

@@ -44,3 +44,8 @@ type UnknownIDError struct {
 func (e *UnknownIDError) Error() string {
 	return fmt.Sprintf("tokenizer: unknown token id %d", e.ID)
 }
+
+// MaxPreTokenizerSteps bounds the pre-tokenizer steps (Split and ByteLevel, after Sequences
+// are flattened) a tokenizer.json may declare; more are refused with ErrUnsupported. Each step
+// rescans the whole input, so the bound caps the cost of encoding per input byte.
+const MaxPreTokenizerSteps = 64

@@ -177,6 +177,11 @@ func Parse(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(steps) > MaxPreTokenizerSteps {
+		// Every step rescans the whole text: 20,000 Split steps made a 100 KB encode take
+		// minutes with no way to cancel it. Real tokenizer.json files have a handful.
+		return nil, fmt.Errorf("%w: %d pre-tokenizer steps (at most %d)", ErrUnsupported, len(steps), MaxPreTokenizerSteps)
+	}
 	t.steps = steps
 	if err := checkDecoder(tj.Decoder); err != nil {
 		return nil, err

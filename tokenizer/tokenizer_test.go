@@ -376,6 +376,9 @@ func TestLoadErrors(t *testing.T) {
 		{"bad merge", `{"model":{"type":"BPE","vocab":` + byteVocab + `,"merges":["a"]},"decoder":{"type":"ByteLevel"}}`, ErrFormat},
 		{"merge not in vocab", `{"model":{"type":"BPE","vocab":` + byteVocab + `,"merges":["a b"]},"decoder":{"type":"ByteLevel"}}`, ErrFormat},
 		{"bad vocab", `{"model":{"type":"BPE","vocab":{"a":"x"},"merges":[]}}`, ErrFormat},
+		{"too many pre-tokenizer steps", `{"pre_tokenizer":{"type":"Sequence","pretokenizers":[` +
+			strings.TrimSuffix(strings.Repeat(`{"type":"Split","pattern":{"String":" "},"behavior":"Isolated","invert":false},`, MaxPreTokenizerSteps+1), ",") +
+			`]},"model":{"type":"BPE","vocab":` + byteVocab + `,"merges":[]},"decoder":{"type":"ByteLevel"}}`, ErrUnsupported},
 	}
 	for _, tc := range tests {
 		if _, err := Parse([]byte(tc.json), nil); !errors.Is(err, tc.want) {

@@ -30,10 +30,6 @@ namespace {
 // Environment switches, read once per process. DSV4GO_PDL=1: programmatic dependent launch
 // for the decode kernels. DSV4GO_GEMV_OLD=1: the first decode kernel (qgemv_kernel) instead
 // of qgemv2_kernel everywhere (the benchmark's before/after).
-static bool env_flag(const char *name) {
-  const char *v = getenv(name);
-  return v && v[0] == '1';
-}
 static bool gemv_pdl() {
   static const bool on = env_flag("DSV4GO_PDL");
   return on;
@@ -45,10 +41,6 @@ static bool gemv_old() {
 // Benchmark knobs of the decode kernel (-1 = automatic): DSV4GO_GEMV2_LGKW forces log2 of
 // the K-slices per block (0..3), DSV4GO_GEMV2_MINBLOCKS the grid size under which K is also
 // split over blocks.
-static int env_int(const char *name, int def) {
-  const char *v = getenv(name);
-  return (v && v[0]) ? atoi(v) : def;
-}
 static int gemv2_lgkw() {
   static const int v = env_int("DSV4GO_GEMV2_LGKW", -1);
   return v;
@@ -758,10 +750,7 @@ int launch_pipe_b(const void *w, const void *sc, int N, int npad, int K, float a
 template <int FMT>
 int launch_pipe(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
                 int ldx, float *y, int ldy, int M, int accumulate, cudaStream_t st) {
-  static int minb = [] {
-    const char *v = getenv("DSV4GO_PIPE_MINB");
-    return (v && v[0] == '1') ? 1 : 2;
-  }();
+  static const int minb = env_flag("DSV4GO_PIPE_MINB") ? 1 : 2;
   if (minb == 1)
     return launch_pipe_b<FMT, 1>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, st);
   return launch_pipe_b<FMT, 2>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, st);
@@ -793,9 +782,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   // shared-memory cap: TOK x (krange + 8) bf16 <= 40 KB
   const int maxch = (40 * 1024 / (TOK * 2) - 8) / 128;
   if (splits <= 0) {
-    int dev = 0, sms = 132;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int sms = device_sms();
     int blocks = rowBlocks * G;
     int target = 4 * sms;
     splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
@@ -806,10 +793,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   // Split-K reduction: float32 atomics into y zeroed first (default; measured faster on the
   // H200), or DSV4GO_GEMV_CLUSTER=1: a thread-block cluster per split group reducing through
   // distributed shared memory (no memset, deterministic; at most 16 splits).
-  static int use_cluster = [] {
-    const char *v = getenv("DSV4GO_GEMV_CLUSTER");
-    return (v && v[0] == '1') ? 1 : 0;
-  }();
+  static const int use_cluster = env_flag("DSV4GO_GEMV_CLUSTER") ? 1 : 0;
   if (use_cluster && splits > 16) splits = 16;
   int per = (kch + splits - 1) / splits;
   splits = (kch + per - 1) / per;
@@ -872,9 +856,7 @@ int launch(const void *w, const void *sc, int N, int npad, int K, float alpha, c
   dim3 grid((ntiles + rowsPerBlock - 1) / rowsPerBlock, 1, (M + TOK - 1) / TOK);
   const int kch = K / KC;
   if (splits <= 0) {
-    int dev = 0, sms = 132;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int sms = device_sms();
     int blocks = grid.x * grid.z;
     int target = 2 * sms;
     splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <atomic>
 
@@ -156,6 +157,27 @@ __device__ __forceinline__ void store_acc(const float (&acc)[RT][MT][4], int rt0
 }
 
 // ---- host side ----
+
+// env_int reads an integer environment switch (benchmark knobs), def when unset or empty.
+inline int env_int(const char *name, int def) {
+  const char *v = getenv(name);
+  return (v && v[0]) ? atoi(v) : def;
+}
+
+// env_flag reports whether an environment switch is set to 1.
+inline bool env_flag(const char *name) {
+  const char *v = getenv(name);
+  return v && v[0] == '1';
+}
+
+// device_sms returns the current device's SM count (132 if it cannot be queried), for grid
+// sizing.
+inline int device_sms() {
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) == cudaSuccess)
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  return sms;
+}
 
 // DeviceOnce applies a per-device setting once per device ordinal (cudaFuncSetAttribute acts on
 // the current device only, so a kernel's dynamic shared-memory opt-in must be made on every

@@ -247,11 +247,6 @@ __global__ void __launch_bounds__(LG_THREADS, 1)
   }
 }
 
-static int env_int(const char *name, int def) {
-  const char *v = getenv(name);
-  return (v && v[0]) ? atoi(v) : def;
-}
-
 // Split-K factor and epilogue mode for a grid of rb x tb blocks over K (one block per SM:
 // split K only while the grid stays within one wave, at least two 128-input chunks per
 // split); zeroes y when the splits accumulate with atomics. Returns 0 or an error code.
@@ -259,9 +254,7 @@ static int plan(int rb, int tb, int K, int M, int N, int ldy, float *y, int accu
                 int &splits, int &per, int &mode, cudaStream_t st) {
   const int kch = K / 128;
   if (splits <= 0) {
-    int dev = 0, sms = 132;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int sms = device_sms();
     const int blocks = rb * tb;
     splits = blocks >= sms ? 1 : sms / blocks;
     splits = min(splits, max(1, kch / 2));

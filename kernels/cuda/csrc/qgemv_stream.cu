@@ -259,11 +259,6 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
 }
 
-static int env_int(const char *name, int def) {
-  const char *v = getenv(name);
-  return (v && v[0]) ? atoi(v) : def;
-}
-
 // Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
 // one unit per loop iteration, DSV4GO_GEMV3_PDL=0 launches without the
 // programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2: the
@@ -309,9 +304,7 @@ int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, 
 template <int FMT, int MT>
 int launch_stream(const void *w, const void *sc, int N, int npad, int K, float alpha,
                   const void *x, float *y, int M, int accumulate, Groups gp, cudaStream_t st) {
-  int dev = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int sms = device_sms();
   static const int bps = max(1, env_int("DSV4GO_GEMV3_BPS", 2));
   static const int depth = env_int("DSV4GO_GEMV3_DEPTH", 1);
   static const int up = env_int("DSV4GO_GEMV3_UP", 2);

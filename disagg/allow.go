@@ -15,20 +15,36 @@ var ErrBootstrapNotAllowed = errors.New("disagg: bootstrap_host not allowed")
 // HostAllowList is the set of prefill hosts a decode server may dial for a
 // request's bootstrap_host (or kv_transfer_params): exact host names
 // (compared case-insensitively, never resolved), IP addresses and CIDR
-// prefixes. The empty list allows any host, as SGLang does.
+// prefixes. The empty list (the zero value) allows the loopback hosts only
+// (127.0.0.0/8, ::1, "localhost": prefill servers on the decode server's own
+// machine); AnyHost allows every host, as SGLang does.
 type HostAllowList struct {
+	any      bool
 	names    []string
 	prefixes []netip.Prefix
 }
 
+// AnyHost is the list that allows every host ("*" to ParseHostAllowList):
+// SGLang's behaviour, for decode servers that only a trusted router can
+// reach.
+var AnyHost = HostAllowList{any: true}
+
+// loopback is what the empty list allows.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
 // ParseHostAllowList parses a comma-separated list of host names, IP
 // addresses and CIDR prefixes ("10.0.0.0/8,prefill-0.internal,::1"); ""
-// gives the empty list (any host). Errors: a malformed IP address or prefix.
+// gives the empty list (loopback hosts only) and "*" AnyHost. Errors: a
+// malformed IP address or prefix, or "*" with other entries.
 func ParseHostAllowList(s string) (HostAllowList, error) {
 	var l HostAllowList
 	for _, e := range strings.Split(s, ",") {
 		e = strings.TrimSpace(e)
 		if e == "" {
+			continue
+		}
+		if e == "*" {
+			l.any = true
 			continue
 		}
 		if strings.Contains(e, "/") {
@@ -48,21 +64,32 @@ func ParseHostAllowList(s string) (HostAllowList, error) {
 		}
 		l.names = append(l.names, strings.ToLower(strings.TrimSuffix(e, ".")))
 	}
+	if l.any && (len(l.names) > 0 || len(l.prefixes) > 0) {
+		return HostAllowList{}, fmt.Errorf("disagg: allowed bootstrap hosts: \"*\" (any host) cannot be combined with other entries")
+	}
 	return l, nil
 }
 
-// Empty reports whether the list allows any host.
-func (l HostAllowList) Empty() bool { return len(l.names) == 0 && len(l.prefixes) == 0 }
+// Empty reports whether nothing was configured: the list then allows the
+// loopback hosts only.
+func (l HostAllowList) Empty() bool { return !l.any && len(l.names) == 0 && len(l.prefixes) == 0 }
+
+// Any reports whether the list allows every host (AnyHost).
+func (l HostAllowList) Any() bool { return l.any }
 
 // Allows reports whether host (a name or an IP address, IPv6 with or without
 // brackets) may be dialled.
 func (l HostAllowList) Allows(host string) bool {
-	if l.Empty() {
+	names, prefixes := l.names, l.prefixes
+	switch {
+	case l.any:
 		return true
+	case l.Empty():
+		names, prefixes = []string{"localhost"}, loopback
 	}
 	if a, err := netip.ParseAddr(unbracket(host)); err == nil {
 		a = a.Unmap()
-		for _, p := range l.prefixes {
+		for _, p := range prefixes {
 			if p.Contains(a) {
 				return true
 			}
@@ -70,7 +97,7 @@ func (l HostAllowList) Allows(host string) bool {
 		return false
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
-	for _, n := range l.names {
+	for _, n := range names {
 		if n == h {
 			return true
 		}
@@ -78,8 +105,12 @@ func (l HostAllowList) Allows(host string) bool {
 	return false
 }
 
-// String is the list in ParseHostAllowList's form.
+// String is the list in ParseHostAllowList's form ("*" for AnyHost, "" for
+// the empty list).
 func (l HostAllowList) String() string {
+	if l.any {
+		return "*"
+	}
 	var out []string
 	for _, p := range l.prefixes {
 		if p.IsSingleIP() {

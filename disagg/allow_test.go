@@ -23,10 +23,24 @@ func TestHostAllowList(t *testing.T) {
 	if s := l.String(); s != "10.0.0.0/8,::1,192.168.1.7,prefill-0.internal" {
 		t.Errorf("String() = %q", s)
 	}
-	if l, err := ParseHostAllowList(""); err != nil || !l.Empty() || !l.Allows("anything") {
-		t.Errorf("empty list: %v %v", l, err)
+	// The empty list allows the loopback hosts only; "*" allows any host.
+	empty, err := ParseHostAllowList(" , ")
+	if err != nil || !empty.Empty() || empty.Any() || empty.String() != "" {
+		t.Errorf("empty list: %v %v", empty, err)
 	}
-	for _, bad := range []string{"10.0.0.0/99", "a b", "1.2.3.4:80", "[::1"} {
+	for host, want := range map[string]bool{
+		"127.0.0.1": true, "127.3.4.5": true, "::1": true, "[::1]": true, "::ffff:127.0.0.1": true, "localhost": true,
+		"LocalHost.": true, "10.0.0.1": false, "prefill-0.internal": false, "0.0.0.0": false, "::": false, "": false,
+	} {
+		if empty.Allows(host) != want || (HostAllowList{}).Allows(host) != want {
+			t.Errorf("empty list: Allows(%q) != %v", host, want)
+		}
+	}
+	anyHost, err := ParseHostAllowList(" * ")
+	if err != nil || !anyHost.Any() || anyHost.Empty() || !anyHost.Allows("anything") || !AnyHost.Allows("10.1.2.3") || anyHost.String() != "*" {
+		t.Errorf("any host: %v %v", anyHost, err)
+	}
+	for _, bad := range []string{"10.0.0.0/99", "a b", "1.2.3.4:80", "[::1", "*,10.0.0.1"} {
 		if _, err := ParseHostAllowList(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

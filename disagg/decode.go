@@ -29,7 +29,12 @@ type DecodeConfig struct {
 	// EngineOptions configure the decode engine (StepTokens is overridden:
 	// a prompt must reach the backend in one call).
 	EngineOptions dsv4.EngineOptions
-	// Transport dials prefill servers (default &GRPCTransport{}).
+	// Transport dials prefill servers (default &GRPCTransport{}). A
+	// GRPCTransport's unset Limits become LimitsFor(Model's config,
+	// ContextLength): a prefill server can send at most the largest state
+	// the model holds at the served context (plus its logits); a larger
+	// stream is refused with ErrTooLarge (502 transfer_failed) before it is
+	// buffered.
 	Transport Transport
 	// FetchTimeout bounds the wait for a room's state (default 60 s).
 	FetchTimeout time.Duration
@@ -42,8 +47,10 @@ type DecodeConfig struct {
 	// AllowedBootstrapHosts limits the prefill hosts that a request's
 	// bootstrap_host (or kv_transfer_params) may name; a request naming
 	// another gets 403 bootstrap_host_not_allowed without any connection.
-	// Empty: any host (SGLang's behaviour; decode servers are internal and
-	// only the router should reach them).
+	// Empty (the zero value): the loopback hosts only (127.0.0.0/8, ::1,
+	// localhost), so a decode server on a network names its prefill hosts
+	// explicitly; AnyHost is SGLang's behaviour (any host: only when no one
+	// but the router can reach the decode server).
 	AllowedBootstrapHosts HostAllowList
 	// Registry receives the metrics (default: a new registry, served at
 	// /metrics by Handler).
@@ -68,6 +75,7 @@ type DecodeConfig struct {
 // gauge dsv4_disagg_decode_rooms returns to 0 when no request is in flight.
 type DecodeServer struct {
 	cfg  DecodeConfig
+	lim  Limits // what a transferred stream may hold (LimitsFor)
 	eng  *dsv4.Engine
 	back *decodeBackend
 	id   Identity
@@ -110,7 +118,7 @@ func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &DecodeServer{cfg: cfg, eng: eng, back: back, id: ModelIdentity(cfg.Model, cfg.Name), log: cfg.Logger,
+	d := &DecodeServer{cfg: cfg, lim: LimitsFor(cfg.Model.Config(), back.MaxContext()), eng: eng, back: back, id: ModelIdentity(cfg.Model, cfg.Name), log: cfg.Logger,
 		reg: cfg.Registry, conns: map[string]Conn{}, created: time.Now().Unix()}
 	d.live = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dsv4_disagg_decode_rooms",
 		Help: "Requests on the decode server that hold or await transferred state."})
@@ -130,6 +138,11 @@ func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 
 // Identity returns the server's model identity.
 func (d *DecodeServer) Identity() Identity { return d.id }
+
+// Limits returns what a stream from a prefill server may hold when the
+// transport's own Limits leave it unset: LimitsFor(the model's config, the
+// served context length).
+func (d *DecodeServer) Limits() Limits { return d.lim }
 
 // Engine returns the decode engine.
 func (d *DecodeServer) Engine() *dsv4.Engine { return d.eng }
@@ -171,7 +184,12 @@ func (d *DecodeServer) conn(ctx context.Context, addr string) (Conn, error) {
 	if c != nil {
 		return c, nil
 	}
-	c, err := d.cfg.Transport.Dial(ctx, addr, d.id)
+	var err error
+	if ld, ok := d.cfg.Transport.(limitDialer); ok {
+		c, err = ld.dialLimits(ctx, addr, d.id, d.lim)
+	} else {
+		c, err = d.cfg.Transport.Dial(ctx, addr, d.id)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -138,7 +138,10 @@ func (c inprocConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
 type GRPCTransport struct {
 	// ChunkBytes is the data payload of one frame (DefaultChunkBytes if 0).
 	ChunkBytes int
-	// Limits bound what the decode side accepts.
+	// Limits bound what the decode side accepts. Fields left unset (≤ 0)
+	// take the limits of the dialing DecodeServer (LimitsFor its model and
+	// context length), or DefaultMaxStateBytes and DefaultMaxPrompt when
+	// Dial is called directly.
 	Limits Limits
 	// FrameDelay, if set, makes the prefill side sleep before each frame: a
 	// slow link for fault tests (kill a server mid-transfer). Zero in
@@ -371,10 +374,23 @@ type grpcConn struct {
 	cc     *grpc.ClientConn
 	local  Identity
 	remote Identity
+	lim    Limits // what Fetch's decoder accepts
 }
 
-// Dial connects to addr and runs the handshake.
+// limitDialer is a Transport whose decode side decodes wire streams: a
+// DecodeServer dials through it with the Limits derived from its model.
+type limitDialer interface {
+	dialLimits(ctx context.Context, addr string, local Identity, lim Limits) (Conn, error)
+}
+
+// Dial connects to addr and runs the handshake. Fetch accepts streams within
+// t.Limits (unset fields: DefaultMaxStateBytes, DefaultMaxPrompt).
 func (t *GRPCTransport) Dial(ctx context.Context, addr string, local Identity) (Conn, error) {
+	return t.dialLimits(ctx, addr, local, Limits{})
+}
+
+// dialLimits is Dial with lim for the fields t.Limits leaves unset.
+func (t *GRPCTransport) dialLimits(ctx context.Context, addr string, local Identity, lim Limits) (Conn, error) {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(MaxFrameBytes+frameOverhead)),
 		grpc.WithInitialWindowSize(windowBytes), grpc.WithInitialConnWindowSize(windowBytes),
@@ -383,7 +399,7 @@ func (t *GRPCTransport) Dial(ctx context.Context, addr string, local Identity) (
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	c := &grpcConn{t: t, cc: cc, local: local}
+	c := &grpcConn{t: t, cc: cc, local: local, lim: t.Limits.or(lim)}
 	b, _ := json.Marshal(local)
 	var out rawMsg
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -428,7 +444,7 @@ func (c *grpcConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
 	if err := st.CloseSend(); err != nil {
 		return nil, fromStatus(err)
 	}
-	d := NewDecoder(c.local, c.t.Limits)
+	d := NewDecoder(c.local, c.lim)
 	in := rawMsg{sink: d.Next}
 	for {
 		err := st.RecvMsg(&in)

@@ -28,6 +28,11 @@ var (
 	// ErrMalformed: a frame is well-checksummed but inconsistent (bad lengths,
 	// offsets or shapes, limits exceeded, frames out of order).
 	ErrMalformed = errors.New("disagg: malformed stream")
+	// ErrTooLarge: the stream announces, or sends, more than the receiver's
+	// Limits allow (state bytes, prompt tokens). It wraps ErrMalformed, so
+	// errors.Is(err, ErrMalformed) holds too. The decoder refuses the header
+	// (or the data frame) before buffering any of it.
+	ErrTooLarge = fmt.Errorf("%w: over the receiver's limits", ErrMalformed)
 	// ErrIncompatible: the peer's model, config, KV layout or protocol differ
 	// from ours (see Identity.Compatible).
 	ErrIncompatible = errors.New("disagg: incompatible peer")
@@ -272,23 +277,93 @@ func frameBytes(kind byte, payload []byte) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
+// DefaultMaxStateBytes is Limits.MaxStateBytes when it is not set and the
+// receiver does not know the model: 1 GiB, which holds a V4-Flash state of
+// up to about 75K tokens (dsv4.StateBytes: 834 MiB at 64K) plus its logits.
+// A receiver that knows its model uses LimitsFor instead (a DecodeServer
+// does), whose bound is the model's own largest state.
+const DefaultMaxStateBytes = 1 << 30
+
+// DefaultMaxPrompt is Limits.MaxPrompt when it is not set: 1<<22 tokens.
+const DefaultMaxPrompt = 1 << 22
+
 // Limits bound what a Decoder accepts, so that a hostile or broken peer
-// cannot make it allocate without bound.
+// cannot make it buffer without bound: a header announcing more is refused
+// with ErrTooLarge before any data is read, and data past what the header
+// announced is refused frame by frame (ErrTooLarge) before it is copied.
 type Limits struct {
-	// MaxStateBytes bounds the total float32 payload (default 64 GiB).
+	// MaxStateBytes bounds the total float32 payload in bytes: the state's
+	// components plus the logits (DefaultMaxStateBytes when ≤ 0).
 	MaxStateBytes int64
-	// MaxPrompt bounds the prompt length in tokens (default 1<<22).
+	// MaxPrompt bounds the prompt length in tokens (DefaultMaxPrompt when
+	// ≤ 0).
 	MaxPrompt int
 }
 
 func (l Limits) fill() Limits {
 	if l.MaxStateBytes <= 0 {
-		l.MaxStateBytes = 64 << 30
+		l.MaxStateBytes = DefaultMaxStateBytes
 	}
 	if l.MaxPrompt <= 0 {
-		l.MaxPrompt = 1 << 22
+		l.MaxPrompt = DefaultMaxPrompt
 	}
 	return l
+}
+
+// or returns l with its unset (≤ 0) fields taken from d.
+func (l Limits) or(d Limits) Limits {
+	if l.MaxStateBytes <= 0 {
+		l.MaxStateBytes = d.MaxStateBytes
+	}
+	if l.MaxPrompt <= 0 {
+		l.MaxPrompt = d.MaxPrompt
+	}
+	return l
+}
+
+// LimitsFor returns the Limits of a receiver serving a model of config cfg
+// with a context of contextLength tokens (≤ 0 or above
+// cfg.MaxPositionEmbeddings: the model's): MaxPrompt is contextLength and
+// MaxStateBytes the largest state a legitimate stream can carry, the
+// maximum of dsv4.StateBytes(cfg, n) over n ≤ contextLength (it is not
+// monotonic: a compressor's open window empties when it closes) plus
+// cfg.VocabSize float32 logits. For V4-Flash that is about 12.9 GiB at its
+// 1M-token context and 834 MiB at 64K. A nil cfg gives the defaults.
+func LimitsFor(cfg *dsv4.Config, contextLength int) Limits {
+	if cfg == nil {
+		return Limits{}.fill()
+	}
+	n := cfg.MaxPositionEmbeddings
+	if contextLength > 0 && contextLength < n {
+		n = contextLength
+	}
+	// The non-monotonic part of StateBytes is periodic in the compress
+	// rates, so the maximum lies within the last period before n.
+	span := statePeriod(cfg)
+	var state int64
+	for j := max(n-span, 0); j <= n; j++ {
+		state = max(state, dsv4.StateBytes(cfg, j))
+	}
+	return Limits{MaxStateBytes: state + 4*int64(max(cfg.VocabSize, 0)), MaxPrompt: max(n, 1)}
+}
+
+// statePeriod is the period of the open-window terms of dsv4.StateBytes: the
+// least common multiple of the compress rates, at most 1<<16 (rates are
+// powers of two in every DeepSeek-V4 config: 4 and 128).
+func statePeriod(cfg *dsv4.Config) int {
+	gcd := func(a, b int) int {
+		for b != 0 {
+			a, b = b, a%b
+		}
+		return a
+	}
+	p := 1
+	for _, r := range []int{cfg.CompressRateCSA, cfg.CompressRateHCA} {
+		if r > 1 {
+			p = min(p/gcd(p, r)*r, 1<<16)
+		}
+	}
+	return p
 }
 
 // Decoder rebuilds a Handoff from frames. Feed every frame to Next; after the
@@ -310,7 +385,9 @@ type Decoder struct {
 }
 
 // NewDecoder returns a decoder that accepts streams from a sender compatible
-// with local (equal config and KV-layout fingerprints), within lim.
+// with local (equal config and KV-layout fingerprints), within lim (unset
+// fields: DefaultMaxStateBytes, DefaultMaxPrompt; LimitsFor derives them from
+// the receiver's model).
 func NewDecoder(local Identity, lim Limits) *Decoder {
 	return &Decoder{local: local, lim: lim.fill()}
 }
@@ -320,7 +397,9 @@ func malformed(format string, a ...any) error {
 }
 
 // Next consumes one frame. Errors wrap ErrChecksum, ErrVersion,
-// ErrIncompatible or ErrMalformed; after an error the decoder is unusable.
+// ErrIncompatible or ErrMalformed (ErrTooLarge, which wraps ErrMalformed,
+// when the stream exceeds the decoder's Limits); after an error the decoder
+// is unusable.
 func (d *Decoder) Next(frame []byte) error {
 	if len(frame) < frameOverhead {
 		return malformed("frame of %d bytes", len(frame))
@@ -366,8 +445,11 @@ func (d *Decoder) header(p []byte) error {
 	if hd.Config != d.local.Config || hd.KVLayout != d.local.KVLayout {
 		return fmt.Errorf("%w: sender config %.12s layout %.12s, ours %.12s %.12s", ErrIncompatible, hd.Config, hd.KVLayout, d.local.Config, d.local.KVLayout)
 	}
-	if len(hd.Prompt) > d.lim.MaxPrompt || hd.Position != len(hd.Prompt) || hd.Position < 0 {
-		return malformed("position %d with %d prompt ids (limit %d)", hd.Position, len(hd.Prompt), d.lim.MaxPrompt)
+	if len(hd.Prompt) > d.lim.MaxPrompt {
+		return fmt.Errorf("%w: prompt of %d tokens, limit %d", ErrTooLarge, len(hd.Prompt), d.lim.MaxPrompt)
+	}
+	if hd.Position != len(hd.Prompt) || hd.Position < 0 {
+		return malformed("position %d with %d prompt ids", hd.Position, len(hd.Prompt))
 	}
 	if len(hd.Layers) > 4096 {
 		return malformed("%d layers", len(hd.Layers))
@@ -389,21 +471,22 @@ func (d *Decoder) header(p []byte) error {
 	}
 	var total int64
 	for _, n := range hd.Lens {
-		if n < 0 || n > d.lim.MaxStateBytes/4 {
+		if n < 0 {
 			return malformed("component of %d values", n)
 		}
-		total += 4 * n
-		if total > d.lim.MaxStateBytes {
-			return malformed("state of more than %d bytes", d.lim.MaxStateBytes)
+		if n > (d.lim.MaxStateBytes-total)/4 { // total ≤ MaxStateBytes: no overflow
+			return fmt.Errorf("%w: header announces a component of %d values after %d bytes; state limit %d bytes", ErrTooLarge, n, total, d.lim.MaxStateBytes)
 		}
+		total += 4 * n
 	}
 	if total != hd.TotalBytes {
 		return malformed("components sum to %d bytes, header says %d", total, hd.TotalBytes)
 	}
 	// Components are allocated as their data arrives (see grow), not here: a
 	// header of a few hundred bytes announcing MaxStateBytes would otherwise
-	// make the decoder allocate all of it at once (with the 64 GiB default,
-	// a fatal "out of memory" that no recover catches).
+	// make the decoder allocate all of it at once (with a large limit, such
+	// as the 12.9 GiB of V4-Flash at 1M tokens, a fatal "out of memory" that
+	// no recover catches).
 	d.hd, d.out, d.comps = &hd, h, comps
 	d.skipEmpty()
 	return nil
@@ -448,7 +531,7 @@ func (d *Decoder) data(p []byte) error {
 	}
 	b := p[8:]
 	if d.off+int64(len(b)) > d.hd.TotalBytes {
-		return malformed("data past the announced %d bytes", d.hd.TotalBytes)
+		return fmt.Errorf("%w: data past the announced %d bytes", ErrTooLarge, d.hd.TotalBytes)
 	}
 	d.crc = crc32.Update(d.crc, castagnoli, b)
 	d.nFrames++

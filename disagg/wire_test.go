@@ -87,20 +87,27 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 }
 
-// TestWireErrors: truncated, corrupted, reordered, foreign and hostile
-// streams give typed errors.
-func TestWireErrors(t *testing.T) {
-	ctx := context.Background()
+// testFrames prefills 9 tokens on the ckptA model and encodes the handoff
+// in frames of chunk data bytes; it returns the model's identity too.
+func testFrames(t *testing.T, chunk int) (Identity, *Handoff, [][]byte) {
+	t.Helper()
 	a := loadModel(t, ckptA)
 	id := ModelIdentity(a, "a")
-	h, err := PrefillHandoff(ctx, a, 1, testPrompt(9, a.Config().VocabSize), nil)
+	h, err := PrefillHandoff(context.Background(), a, 1, testPrompt(9, a.Config().VocabSize), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var frames [][]byte
-	if err := NewEncoder(id, 256).Encode(h, func(f []byte) error { frames = append(frames, bytes.Clone(f)); return nil }); err != nil {
+	if err := NewEncoder(id, chunk).Encode(h, func(f []byte) error { frames = append(frames, bytes.Clone(f)); return nil }); err != nil {
 		t.Fatal(err)
 	}
+	return id, h, frames
+}
+
+// TestWireErrors: truncated, corrupted, reordered, foreign and hostile
+// streams give typed errors.
+func TestWireErrors(t *testing.T) {
+	id, _, frames := testFrames(t, 256)
 	if len(frames) < 4 {
 		t.Fatalf("%d frames", len(frames))
 	}

@@ -14,8 +14,8 @@ import (
 
 // TestWireAllocatesAsDataArrives: a header that announces a large state makes the decoder
 // allocate in step with the data that actually arrives. Before, the header alone made it
-// allocate every announced component: a 200-byte header announcing 64 GiB (the default
-// MaxStateBytes) killed the process with a fatal "out of memory" that no recover catches.
+// allocate every announced component: a 200-byte header announcing 64 GiB (then the default
+// MaxStateBytes; TestWireRefusesOverLimit checks the default now refuses it) killed the process with a fatal "out of memory" that no recover catches.
 func TestWireAllocatesAsDataArrives(t *testing.T) {
 	a := loadModel(t, ckptA)
 	id := ModelIdentity(a, "a")
@@ -36,7 +36,7 @@ func TestWireAllocatesAsDataArrives(t *testing.T) {
 	} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err := ReadStream(bytes.NewReader(tc.stream), id, Limits{})
+		_, err := ReadStream(bytes.NewReader(tc.stream), id, Limits{MaxStateBytes: 64 << 30}) // the old default
 		runtime.ReadMemStats(&after)
 		if !errors.Is(err, ErrTruncated) {
 			t.Errorf("%s: %v, want ErrTruncated", tc.name, err)

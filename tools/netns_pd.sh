@@ -48,7 +48,7 @@ LOG=${LOG_DIR:-$BIN}
 ip netns exec dsv4-prefill "$BIN/pd" --disaggregation-mode prefill --host 10.77.0.2 --port 30001 \
 	--disaggregation-bootstrap-port 8998 >"$LOG/prefill.log" 2>&1 &
 PIDS+=($!)
-ip netns exec dsv4-decode "$BIN/pd" --disaggregation-mode decode --host 10.77.0.3 --port 30002 >"$LOG/decode.log" 2>&1 &
+ip netns exec dsv4-decode "$BIN/pd" --disaggregation-mode decode --host 10.77.0.3 --port 30002 --allowed-bootstrap-hosts 10.77.0.2 >"$LOG/decode.log" 2>&1 &
 PIDS+=($!)
 wait_http() { for _ in $(seq 100); do curl -sf "$1/health" >/dev/null && return 0; sleep 0.2; done; echo "no answer from $1" >&2; return 1; }
 wait_http http://10.77.0.2:30001

@@ -16,7 +16,12 @@
 // bootstrap_host/bootstrap_port that a request names, and a prefill server
 // parks a request's KV state until its lease ends; expose neither to
 // untrusted clients. --allowed-bootstrap-hosts limits the hosts a decode
-// server dials (other requests get 403 bootstrap_host_not_allowed). Port 0
+// server dials (other requests get 403 bootstrap_host_not_allowed); without
+// it a decode server dials loopback prefill servers only, and one listening
+// on a non-loopback --host refuses to start until the flag names its
+// prefill hosts (or is "*", any host: SGLang's behaviour). A transferred
+// state larger than the model's largest at the served context is refused
+// before it is buffered (disagg.LimitsFor). Port 0
 // picks a free port; the chosen addresses are printed on stdout as
 // "listening http=HOST:PORT [bootstrap=HOST:PORT]".
 package main
@@ -30,9 +35,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -52,6 +59,16 @@ func main() {
 	}
 }
 
+// isLoopback reports whether listening on host exposes the server to this
+// machine only.
+func isLoopback(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
+}
+
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pd", flag.ContinueOnError)
 	mode := fs.String("disaggregation-mode", "null", "prefill, decode or null (co-located)")
@@ -66,7 +83,7 @@ func run(ctx context.Context, args []string) error {
 	chunk := fs.Int("kv-chunk-bytes", 0, "prefill: KV frame payload in bytes (0: 1 MiB)")
 	frameDelay := fs.Duration("kv-debug-frame-delay", 0, "prefill: sleep before each KV frame (fault tests only)")
 	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
-	allowed := fs.String("allowed-bootstrap-hosts", "", "decode: comma-separated host names, IPs and CIDR prefixes that a request's bootstrap_host may name (default: any host)")
+	allowed := fs.String("allowed-bootstrap-hosts", "", "decode: comma-separated host names, IPs and CIDR prefixes that a request's bootstrap_host may name, or \"*\" for any host (SGLang's default; only if no one but the router reaches this server). Default: loopback prefill servers only, and a decode server on a non-loopback --host refuses to start without it")
 	ctxLen := fs.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's)")
 	hdrTimeout := fs.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
 	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")
@@ -77,6 +94,13 @@ func run(ctx context.Context, args []string) error {
 	allow, err := disagg.ParseHostAllowList(*allowed)
 	if err != nil {
 		return fmt.Errorf("--allowed-bootstrap-hosts: %w", err)
+	}
+	if *mode == "decode" && allow.Empty() && !isLoopback(*host) {
+		return fmt.Errorf("--allowed-bootstrap-hosts is required for a decode server on --host %s: "+
+			"it fetches KV state from whatever prefill host a request names, so a network-exposed one "+
+			"must name its prefill hosts (e.g. --allowed-bootstrap-hosts 10.0.0.0/8,prefill-0.internal), "+
+			"or \"*\" for any host (SGLang's behaviour: only when no one but the router can reach it); "+
+			"without the flag only loopback prefill servers are allowed", *host)
 	}
 	if *backend != "grpc" {
 		return fmt.Errorf("unsupported --disaggregation-transfer-backend %q (only grpc is built in)", *backend)

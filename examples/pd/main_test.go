@@ -90,3 +90,38 @@ func TestAllowedBootstrapHosts(t *testing.T) {
 		t.Fatalf("local request: %d %s", st, b)
 	}
 }
+
+// TestDecodeBootstrapDefault: without --allowed-bootstrap-hosts a decode
+// server dials loopback prefill servers only (a request naming another host
+// gets 403 without a connection), and one on a non-loopback --host refuses
+// to start, saying why, before loading the model; "*" cannot be mixed with
+// other entries.
+func TestDecodeBootstrapDefault(t *testing.T) {
+	for _, host := range []string{"0.0.0.0", "::", "10.1.2.3"} {
+		err := run(context.Background(), []string{"--disaggregation-mode", "decode", "--host", host, "--port", "0"})
+		if err == nil || !strings.Contains(err.Error(), "--allowed-bootstrap-hosts is required") || !strings.Contains(err.Error(), `"*"`) {
+			t.Errorf("--host %s without the flag: %v", host, err)
+		}
+	}
+	if err := run(context.Background(), []string{"--disaggregation-mode", "decode", "--allowed-bootstrap-hosts", "*,10.0.0.1"}); err == nil ||
+		!strings.Contains(err.Error(), "--allowed-bootstrap-hosts") {
+		t.Errorf("mixed list: %v", err)
+	}
+	for host, want := range map[string]bool{"127.0.0.1": true, "::1": true, "[::1]": true, "localhost": true, "0.0.0.0": false, "": false, "example.com": false} {
+		if isLoopback(host) != want {
+			t.Errorf("isLoopback(%q) != %v", host, want)
+		}
+	}
+
+	addr := startDecode(t)
+	body := `{"messages":[{"role":"user","content":"What is 17*23?"}],"max_tokens":3,"bootstrap_host":"10.1.2.3","bootstrap_port":1,"bootstrap_room":5}`
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "bootstrap_host_not_allowed") {
+		t.Fatalf("non-loopback bootstrap_host by default: %d %s", resp.StatusCode, b)
+	}
+}

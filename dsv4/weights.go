@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dsv4go/dsv4go/internal/numfmt"
+	"github.com/dsv4go/dsv4go/internal/safetensors"
 )
 
 // DType is a tensor's storage dtype, spelled as in the safetensors header.
@@ -92,6 +93,13 @@ func (f Format) String() string {
 // Tensor is one weight of the checkpoint: its raw bytes (a read-only view of
 // the memory-mapped shard; never write to Data) and how to turn them into
 // float32. Tensors are created by Load; all fields are read-only afterwards.
+//
+// Data is a view of the shard's memory mapping: if another process truncates
+// the shard file while it is mapped, reading Data past the file's new end
+// raises SIGBUS, which kills the process. Float32, Dequantize,
+// DequantizeRows and Int32s read it under a fault guard and return an
+// ErrCheckpoint error (naming the tensor and the file) instead; code that
+// reads Data itself takes that risk, or copies it out through those methods.
 //
 // Shape is the LOGICAL shape, the shape of the dequantized tensor (row-major,
 // last dimension fastest). For packed FP4 the stored bytes per row are
@@ -209,6 +217,24 @@ func (t *Tensor) DequantizeRows(dst []float32, r0, r1 int) error {
 	if err := t.check(); err != nil {
 		return err
 	}
+	return t.guard(func() error { return t.dequantRows(dst, r0, r1) })
+}
+
+// guard runs fn, which reads t's (memory-mapped) bytes, so that a shard
+// truncated while mapped fails with ErrCheckpoint (wrapping the safetensors
+// ErrTruncated) instead of a fatal SIGBUS.
+func (t *Tensor) guard(fn func() error) error {
+	err := safetensors.Guard(fn)
+	var se *safetensors.Error
+	if errors.As(err, &se) {
+		return &TensorError{Kind: ErrCheckpoint, Name: t.Name, File: t.File, Err: err}
+	}
+	return err
+}
+
+// dequantRows is DequantizeRows after its checks.
+func (t *Tensor) dequantRows(dst []float32, r0, r1 int) error {
+	cols := t.Cols()
 	switch t.Format {
 	case FormatFloat:
 		es := t.DType.Size()
@@ -360,12 +386,20 @@ func (t *Tensor) Int32s() ([]int32, error) {
 		return nil, t.errf("data has %d bytes for %d elements of %s", len(t.Data), n, t.DType)
 	}
 	out := make([]int32, n)
+	if err := t.guard(func() error { return t.int32s(out) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// int32s converts t's data into out (Int32s after its checks).
+func (t *Tensor) int32s(out []int32) error {
 	for i := range out {
 		switch t.DType {
 		case I64:
 			v := int64(binary.LittleEndian.Uint64(t.Data[8*i:]))
 			if v < math.MinInt32 || v > math.MaxInt32 {
-				return nil, t.errf("element %d = %d overflows int32", i, v)
+				return t.errf("element %d = %d overflows int32", i, v)
 			}
 			out[i] = int32(v)
 		case I32:
@@ -377,10 +411,10 @@ func (t *Tensor) Int32s() ([]int32, error) {
 		case U8:
 			out[i] = int32(t.Data[i])
 		default:
-			return nil, &TensorError{Kind: ErrTensorDType, Name: t.Name, File: t.File, Detail: "not an integer dtype: " + string(t.DType)}
+			return &TensorError{Kind: ErrTensorDType, Name: t.Name, File: t.File, Detail: "not an integer dtype: " + string(t.DType)}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // SliceRows returns a view of rows [r0, r1) of a 2-D (or, for 3-D, of the

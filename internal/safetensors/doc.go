@@ -15,6 +15,13 @@
 // All errors are *Error values wrapping one of the Err* sentinels; nothing
 // panics on malformed input.
 //
+// A mapped file that another process truncates stays mapped at its old
+// size, and reading past its new end raises SIGBUS, fatal to a Go process
+// by default. File.Data re-checks the file size before it hands out a view
+// (ErrTruncated), and Guard runs code that reads views with
+// runtime/debug.SetPanicOnFault on, turning such a fault into ErrTruncated;
+// views read outside Guard keep the hazard.
+//
 // Sharded checkpoints (model.safetensors.index.json with a weight_map) are
 // opened by OpenDir / OpenIndex.
 package safetensors

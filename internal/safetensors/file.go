@@ -77,6 +77,7 @@ func open(f *os.File, path string) (*File, error) {
 	if !noMmap {
 		if m, err := mmapFile(f, size); err == nil {
 			sf.mapped = m
+			addMapping(m, path)
 		}
 	}
 	return sf, nil
@@ -106,6 +107,13 @@ func (f *File) Mapped() bool { return f.mapped != nil }
 // Data returns the raw bytes of the named tensor. When the file is
 // memory-mapped this is a read-only view valid until Close (writing to it
 // faults); otherwise the bytes are read now into a new buffer.
+//
+// A mapped file is checked (fstat) to still hold the tensor's bytes, else
+// the error is ErrTruncated. If the file shrinks later, while the view is
+// in use, reading the view past the new end raises SIGBUS, which kills the
+// process unless the read runs inside Guard (then it is an ErrTruncated
+// error): read views through Guard, or copy them out under it, when other
+// processes may modify the checkpoint's files.
 func (f *File) Data(name string) ([]byte, error) {
 	i, ok := f.byName[name]
 	if !ok {
@@ -120,6 +128,13 @@ func (f *File) Data(name string) ([]byte, error) {
 	off := f.header.DataOffset + t.Begin
 	n := t.End - t.Begin
 	if f.mapped != nil {
+		if st, err := f.f.Stat(); err != nil || st.Size() < off+n {
+			e := &Error{Kind: ErrTruncated, File: f.path, Tensor: name, Err: err}
+			if err == nil {
+				e.Detail = fmt.Sprintf("the file has %d bytes now, the tensor ends at %d", st.Size(), off+n)
+			}
+			return nil, e
+		}
 		return f.mapped[off : off+n : off+n], nil
 	}
 	buf := make([]byte, n)
@@ -140,6 +155,7 @@ func (f *File) Close() error {
 	f.closed = true
 	var err error
 	if f.mapped != nil {
+		removeMapping(f.mapped)
 		err = munmap(f.mapped)
 		f.mapped = nil
 	}

@@ -21,7 +21,9 @@
 //     frames (header, data chunks, trailer), each with a CRC-32C, plus a
 //     CRC-32C and length over the whole payload, so truncated or corrupted
 //     streams are refused with typed errors (ErrTruncated, ErrChecksum,
-//     ErrMalformed, ErrVersion, ErrIncompatible).
+//     ErrMalformed, ErrVersion, ErrIncompatible), and streams larger than the
+//     receiver's Limits (LimitsFor: the model's largest state at the served
+//     context) with ErrTooLarge before they are buffered.
 //   - Identity and the handshake: model, config and KV-layout fingerprints,
 //     weights fingerprint, layer types, dtype, layout and protocol version;
 //     mismatched pairs are refused at connect time.

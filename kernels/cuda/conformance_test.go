@@ -722,6 +722,11 @@ func TestQGEMMLargeM(t *testing.T) {
 		{qcase{FP8Block, 300, 1024}, []int{256, 2048}, 0},
 		{qcase{FP8Block, 130, 8192}, []int{200}, 0},
 		{qcase{FP8Block, 256, 2048}, []int{40}, -2},
+		// more work units than SMs (persistent grid: a block takes several units, the
+		// producer loads the next unit's chunks during the epilogue), ragged last row block
+		{qcase{NVFP4, 4160, 1024}, []int{1800}, 0},
+		{qcase{MXFP4, 2500, 1024}, []int{2048}, 0},
+		{qcase{FP8Block, 4100, 1024}, []int{1500}, 0},
 	}, func(m int) func(int) bool {
 		return func(i int) bool { return i%5 == 0 || i%128 == 127 || i >= m-3 }
 	})

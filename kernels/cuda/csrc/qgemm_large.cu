@@ -247,6 +247,315 @@ __global__ void __launch_bounds__(LG_THREADS, 1)
   }
 }
 
+// ---- mbarriers (shared::cta) ----
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// wait until the phase with the given parity (0, 1) of bar has completed (acquire, CTA scope)
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile("{\n.reg .pred P1;\nLAB_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+               "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// one arrival on bar once all of this thread's earlier cp.async have landed (counted in the
+// barrier's expected arrivals: .noinc)
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void cp_async16s(uint32_t smem, const void *gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
+}
+// cluster-wide barrier of all threads (release / acquire)
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// the shared::cluster address of a shared::cta address in block `rank` of the cluster
+__device__ __forceinline__ uint32_t mapa(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ float4 ld_dsmem_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+// barrier `id` among `n` threads (whole warps)
+__device__ __forceinline__ void named_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+// hides a pointer's value from the optimizer (keeps address arithmetic sequential)
+template <typename T> __device__ __forceinline__ void opaque(T *&p) { asm volatile("" : "+l"(p)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+// ---- the warp-specialized persistent kernel ----
+//
+// 3 warpgroups: warpgroup 0 produces (cp.async of x, packed weights and scales into a WS-deep
+// ring of 128-input chunks; each producer thread's copies complete on the slot's "full"
+// mbarrier, 128 arrivals), warpgroups 1 and 2 consume (decode + wgmma as in the kernel above;
+// lane 0 of each consumer warp arrives on the slot's "empty" mbarrier, 8 arrivals, once the
+// wgmma groups that read the slot have completed). The grid is persistent: block b takes the
+// work units b, b + gridDim.x, ... (unit = 256-row block x 128-token block x K split, row block
+// fastest), and the producer runs ahead across units, so the next unit's first chunks load
+// during the epilogue. AD = A register buffers per row block: 1 (wait_group 1 before each
+// decode, as above) or 2 (one per 64-input tile of the chunk: wait_group 3, the decode of a
+// tile overlaps the three groups issued before it).
+constexpr int WS_THREADS = 384;
+
+template <int FMT, int AD>
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    qgemm_ws_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
+                    int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
+                    float *__restrict__ y, int ldy, int M, int N, int rbn, int splits, int units,
+                    int kper, int mode, int mode_acc, int dbg) {
+  using L = LgSmem<FMT>;
+  constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = 128;
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+  const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem);
+  const uint32_t bars = s0 + WS * L::STAGE; // full[WS], then empty[WS]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int KT = K / 64, KCH = K / 128;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < WS; s++) {
+      mbar_init(bars + 8 * s, 128);
+      mbar_init(bars + 8 * (WS + s), 8);
+    }
+  }
+  __syncthreads();
+
+  if (warp < 4) {
+    // ---- producer ----
+    setmaxnreg_dec<40>();
+    const int xt = lane >> 3, xch = 2 * ((lane >> 1) & 3) + (lane & 1);
+    int slot = 0;
+    uint32_t ph = 0;
+    bool wrapped = false;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      const int sp = u % splits, r2 = u / splits, rb = r2 % rbn, tb = r2 / rbn;
+      const int brt0 = rb * ROWT, tok0 = tb * TN, c0 = sp * kper;
+      const int nch = min(KCH - c0, kper);
+      const int mrem = M - tok0 - warp * 32; // tokens of this warp's 32 that exist
+      const __nv_bfloat16 *xw = x + (size_t)(tok0 + warp * 32) * ldx + 2 * lane;
+      for (int c = 0; c < nch; c++) {
+        if (wrapped) mbar_wait(bars + 8 * (WS + slot), ph ^ 1);
+        const uint32_t st = s0 + slot * L::STAGE;
+        const int kt0 = (c0 + c) * 2;
+        // packed weights: row tile r's chunk is 64 * WQ contiguous uint4 at (rt * KT + kt0) * 32 * WQ
+        if (!(dbg & 2)) {
+          constexpr int PER = 64 * WQ, RSTEP = 128 / PER; // uint4 per row tile; row tiles per pass
+          const int r0 = tid / PER, rem = tid % PER;
+          const uint4 *wk = w + ((size_t)(brt0 + r0) * KT + kt0) * (32 * WQ) + rem;
+          const size_t rs = (size_t)KT * 32 * WQ; // uint4 per row tile
+          const int rlim = ntiles - 1 - brt0;
+#pragma unroll
+          for (int q = 0; q < ROWT / RSTEP; q++) {
+            const int r = r0 + q * RSTEP;
+            cp_async16s(st + 2 * L::XT + (q * 128 + tid) * 16, wk);
+            if (r + RSTEP <= rlim) wk += RSTEP * rs; // past the last row tile: copy it again
+            opaque(wk); // step the pointer here (hoisted per-copy offsets cost registers)
+          }
+        }
+        if (FMT != DSV4C_FMT_FP8B && !(dbg & 2)) {
+          constexpr int SU = L::S / 16 / ROWT > 0 ? L::S / 16 / ROWT : 1;
+          if (tid < ROWT * SU) {
+            const int r = tid / SU, rem = tid - r * SU;
+            const int rt = min(brt0 + r, ntiles - 1);
+            cp_async16s(st + 2 * L::XT + L::W + tid * 16,
+                        sc + ((size_t)rt * KCH + c0 + c) * (SU * 16) + rem * 16);
+          }
+        }
+        const uint32_t xs = st + warp * 32 * 128 + xt * 4;
+        const __nv_bfloat16 *p = xw + (c0 + c) * 128;
+#pragma unroll
+        for (int m = 0; m < 32; m++) {
+          if (dbg & 1) break;
+          const bool ok = m < mrem;
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+            cp_async4(xs + h * L::XT + m * 128 + ((xch ^ (m & 7)) << 4), ok ? p + h * 64 : x, ok);
+          p += ldx;
+          opaque(p);
+        }
+        cp_async_arrive(bars + 8 * slot);
+        if (++slot == WS) {
+          slot = 0;
+          ph ^= 1;
+          wrapped = true;
+        }
+      }
+    }
+    cp_wait<0>();
+    if (mode == 3) { // the consumers' cluster reduction (below)
+      cluster_sync();
+      cluster_sync();
+    }
+  } else {
+    // ---- consumers ----
+    setmaxnreg_inc<232>();
+    const int cw = warp - 4; // 0..7: warpgroup cw / 4, row tiles mb * 8 + cw
+    const int g = lane >> 2, t = lane & 3;
+    float acc[2][TN / 2];
+    uint32_t A[AD][2][4][4];
+    int slot = 0;
+    uint32_t ph = 0;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      const int sp = u % splits, r2 = u / splits, rb = r2 % rbn, tb = r2 / rbn;
+      const int brt0 = rb * ROWT, tok0 = tb * TN, c0 = sp * kper;
+      const int nch = min(KCH - c0, kper);
+#pragma unroll
+      for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+        for (int i = 0; i < TN / 2; i++) acc[mb][i] = 0.f;
+      int pslot = 0;
+      for (int c = 0; c < nch; c++) {
+        mbar_wait(bars + 8 * slot, ph);
+        fence_async_smem(); // the producer's generic-proxy writes -> the tensor cores
+        const uint8_t *st = smem + slot * L::STAGE + 2 * L::XT;
+        const uint32_t xb0 = s0 + slot * L::STAGE;
+        uint32_t fsw[2] = {0, 0};
+        if (FMT == DSV4C_FMT_FP8B) {
+#pragma unroll
+          for (int mb = 0; mb < 2; mb++)
+            fsw[mb] = __ldg(sc + (size_t)min((brt0 >> 3) + mb, (ntiles - 1) >> 3) * (KT / 2) + c0 + c);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const uint32_t xb = xb0 + h * L::XT;
+#pragma unroll
+          for (int mb = 0; mb < 2; mb++) {
+            uint32_t(&a)[4][4] = A[AD == 1 ? 0 : h][mb];
+            if (AD == 1)
+              wg_wait<1>(); // the group that last read a (previous tile, same row block) is done
+            else
+              wg_wait<3>(); // the group that last read a (previous chunk, same tile) is done
+            // every group of the previous chunk has completed: its slot can be refilled
+            if (c > 0 && mb == 1 && h == (AD == 1 ? 0 : 1) && lane == 0)
+              mbar_arrive(bars + 8 * (WS + pslot));
+            const int rl = mb * 8 + cw;
+            uint4 wv[WQ];
+#pragma unroll
+            for (int i = 0; i < WQ; i++)
+              wv[i] = *reinterpret_cast<const uint4 *>(st + (((rl * 2 + h) * 32 + lane) * WQ + i) * 16);
+            uint32_t sw;
+            if (FMT == DSV4C_FMT_NVFP4)
+              sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 128 + lane * 4);
+            else if (FMT == DSV4C_FMT_MXFP4)
+              sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 64 + g * 8 + (t >> 1) * 4);
+            else
+              sw = fsw[mb];
+            if (dbg & 4) {
+#pragma unroll
+              for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) a[j][k] = comp(wv[0], k) ^ sw;
+            } else {
+#pragma unroll
+              for (int j = 0; j < 4; j++) decode_a<FMT>(wv, sw, h, j, a[j]);
+            }
+            wg_fence();
+#pragma unroll
+            for (int j = 0; j < 4; j++) wgmma_n128(acc[mb], a[j], smem_desc(xb + j * 32, 16, 1024, 1));
+            wg_commit();
+          }
+        }
+        pslot = slot;
+        if (++slot == WS) {
+          slot = 0;
+          ph ^= 1;
+        }
+      }
+      wg_wait<0>();
+      if (nch > 0 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
+      if (mode == 3) {
+        // Split-K inside a cluster of `splits` blocks (one unit each, the splits of one tile):
+        // each block leaves its partial tile (alpha applied) in its own shared memory, [token]
+        // [row] with a padded row stride, then block rank r sums rows [r, r + 1) * 256 / splits
+        // of all partials through distributed shared memory and stores them (no atomics).
+        constexpr int RS = 256 + 4; // floats per token; 2t * RS spreads t over the banks
+        float *red = reinterpret_cast<float *>(smem);
+        named_sync(1, 256); // both consumer warpgroups are done reading the ring
+#pragma unroll
+        for (int mb = 0; mb < 2; mb++) {
+          const int rowl = (mb * 8 + cw) * 16 + g;
+#pragma unroll
+          for (int b = 0; b < TN / 8; b++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              red[(8 * b + 2 * t + (e & 1)) * RS + rowl + 8 * (e >> 1)] = acc[mb][4 * b + e] * alpha;
+        }
+        cluster_sync();
+        const uint32_t rank = cluster_rank();
+        const int rr = 256 / splits, q4 = rr / 4; // rows per rank, float4 per token
+        for (int i = tid - 128; i < TN * q4; i += 256) {
+          const int tl = i / q4, rl = (int)rank * rr + (i - tl * q4) * 4;
+          const uint32_t off = s0 + (uint32_t)(tl * RS + rl) * 4;
+          float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+          for (int r = 0; r < splits; r++) {
+            const float4 p = ld_dsmem_f4(mapa(off, (uint32_t)r));
+            v.x += p.x;
+            v.y += p.y;
+            v.z += p.z;
+            v.w += p.w;
+          }
+          const int tok = tok0 + tl, row = brt0 * 16 + rl;
+          if (tok < M) {
+            float *dst = y + (size_t)tok * ldy + row;
+            const float vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+              if (row + k < N) dst[k] = mode_acc ? dst[k] + vv[k] : vv[k];
+          }
+        }
+        cluster_sync(); // no block leaves while another reads its shared memory
+        continue;
+      }
+#pragma unroll
+      for (int mb = 0; mb < 2; mb++) {
+        const int row0 = (brt0 + mb * 8 + cw) * 16 + g;
+#pragma unroll
+        for (int b = 0; b < TN / 8; b++) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int row = row0 + 8 * (e >> 1);
+            const int tok = tok0 + 8 * b + 2 * t + (e & 1);
+            if (row < N && tok < M) {
+              const float v = acc[mb][4 * b + e] * alpha;
+              float *dst = y + (size_t)tok * ldy + row;
+              if (mode == 2)
+                atomicAdd(dst, v);
+              else if (mode == 1)
+                *dst += v;
+              else
+                *dst = v;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Split-K factor and epilogue mode for a grid of rb x tb blocks over K (one block per SM:
 // split K only while the grid stays within one wave, at least two 128-input chunks per
 // split); zeroes y when the splits accumulate with atomics. Returns 0 or an error code.
@@ -277,7 +586,7 @@ static int plan(int rb, int tb, int K, int M, int N, int ldy, float *y, int accu
 }
 
 template <int FMT>
-int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float alpha,
+int launch_wgmma_v1(const void *w, const void *sc, int N, int npad, int K, float alpha,
                  const void *x, int ldx, float *y, int ldy, int M, int accumulate, int splits,
                  cudaStream_t st) {
   using L = LgSmem<FMT>;
@@ -293,6 +602,109 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
       (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha, (const __nv_bfloat16 *)x, ldx, y,
       ldy, M, N, per, mode);
   return (int)cudaGetLastError();
+}
+
+// max_clusters returns how many clusters of cl blocks of the kernel (cfg: its block and shared
+// memory) can be resident at once on the current device, cached per device ordinal and
+// cluster size (cl = 2, 4, 8, 16); 0 if unknown.
+template <typename Kern> int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, int (&cache)[64][5]) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  const int i = cl == 2 ? 0 : cl == 4 ? 1 : cl == 8 ? 2 : cl == 16 ? 3 : 4;
+  if (i == 4) return 0;
+  if (cache[dev][i] == 0) {
+    int n = 0;
+    if (cl > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+      n = 0;
+    else {
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeClusterDimension;
+      at[0].val.clusterDim.x = cl;
+      at[0].val.clusterDim.y = 1;
+      at[0].val.clusterDim.z = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+      cfg.gridDim = dim3(cl);
+      if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
+    }
+    (void)cudaGetLastError();
+    cache[dev][i] = n + 1;
+  }
+  return cache[dev][i] - 1;
+}
+
+template <int FMT, int AD>
+int launch_ws(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
+              int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
+  using L = LgSmem<FMT>;
+  constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
+  auto kern = qgemm_ws_kernel<FMT, AD>;
+  const int ntiles = npad / 16;
+  const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
+  const int kch = K / 128, sms = device_sms();
+  static const bool useCluster = env_int("DSV4GO_LG_CLUSTER", 1) != 0;
+  static const int dbg = env_int("DSV4GO_LG_DBG", 0);
+  if (splits <= 0) { // split K only while the grid stays under one wave, >= 2 chunks per split
+    const long long blocks = (long long)rb * tb;
+    splits = blocks >= sms ? 1 : sms / (int)blocks;
+    splits = min(splits, max(1, kch / 2));
+    if (useCluster)
+      while (splits & (splits - 1)) splits &= splits - 1; // a power of two (cluster sizes)
+  }
+  splits = max(1, min(splits, kch));
+  const int per = (kch + splits - 1) / splits;
+  splits = (kch + per - 1) / per;
+  const long long units = (long long)rb * tb * splits;
+  if (units > 0x7fffffff || splits > 65535) return DSV4C_ERR_SHAPE;
+  static DeviceOnce smemOptIn; // per instantiation and device
+  if (int e = opt_in_smem(smemOptIn, kern, SMEM)) return e;
+  cudaLaunchConfig_t cfg = {};
+  cfg.blockDim = dim3(WS_THREADS);
+  cfg.dynamicSmemBytes = SMEM;
+  cfg.stream = st;
+  int mode = accumulate ? 1 : 0;
+  cudaLaunchAttribute at[1];
+  if (splits > 1) {
+    // Reduce the splits in a cluster when all clusters fit on the GPU at once, else atomics.
+    static int cache[64][5];
+    if (useCluster && (splits & (splits - 1)) == 0 && splits <= 16 &&
+        (long long)max_clusters(kern, cfg, splits, cache) * splits >= units) {
+      mode = 3;
+      at[0].id = cudaLaunchAttributeClusterDimension;
+      at[0].val.clusterDim.x = splits;
+      at[0].val.clusterDim.y = 1;
+      at[0].val.clusterDim.z = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+    } else {
+      mode = 2;
+      if (!accumulate) {
+        cudaError_t e = ldy == N ? cudaMemsetAsync(y, 0, (size_t)M * N * sizeof(float), st)
+                                 : cudaMemset2DAsync(y, (size_t)ldy * sizeof(float), 0,
+                                                     (size_t)N * sizeof(float), M, st);
+        if (e != cudaSuccess) return (int)e;
+      }
+    }
+  }
+  cfg.gridDim = dim3(mode == 3 ? (unsigned)units : (unsigned)min(units, (long long)sms));
+  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
+                                     alpha, (const __nv_bfloat16 *)x, ldx, y, ldy, M, N, rb,
+                                     splits, (int)units, per, mode, accumulate, dbg);
+  if (e != cudaSuccess) return (int)e;
+  return (int)cudaGetLastError();
+}
+
+template <int FMT>
+int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float alpha,
+                 const void *x, int ldx, float *y, int ldy, int M, int accumulate, int splits,
+                 cudaStream_t st) {
+  static const int variant = env_int("DSV4GO_LG_VARIANT", 2);
+  if (variant == 0)
+    return launch_wgmma_v1<FMT>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+  if (variant == 1)
+    return launch_ws<FMT, 1>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+  return launch_ws<FMT, 2>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
 }
 
 } // namespace

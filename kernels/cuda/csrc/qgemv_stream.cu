@@ -15,13 +15,17 @@
 //  - a grid of at most two blocks of 8 warps per SM (one wave); each warp owns a fixed list
 //    of 16-row x 128-input units (one row tile's K-slice, or several whole row tiles) and
 //    streams them through its own DEPTH-deep cp.async ring in shared memory, with no block
-//    barrier in the loop; the first DEPTH - UP units are issued before griddepcontrol.wait
-//    (launched with the programmatic-dependent-launch attribute, the next GEMV's grid is
-//    already scheduled and starts streaming as this one's blocks retire);
+//    barrier in the loop; the first units (2 for FP4, DEPTH - UP for FP8-block) are issued
+//    before griddepcontrol.wait (launched with the programmatic-dependent-launch attribute,
+//    the next GEMV's grid is already scheduled and starts streaming as this one's blocks
+//    retire), the rest of the ring right after x is staged;
 //  - x (the previous kernel's output) is read only after the wait, once per block into
-//    shared memory;
-//  - UP = 2 units are decoded side by side per loop iteration, four accumulator sets break
-//    the MMA dependency chains, ring positions advance without divisions: the FP4 decode is
+//    shared memory. Its loads complete only after the weight loads issued before them, and
+//    no MMA can start without x: issuing the whole ring first left the decode idle for most
+//    of the stream (Nsight Compute: 20 % of warp stalls on x; 2 units first: +17 % on wq_b);
+//  - UP = 2 units are decoded side by side per loop step, four accumulator sets break the
+//    MMA dependency chains; the steps of one ring cycle are unrolled, so ring slots are
+//    constant offsets, and the issue side advances by pointer increments: the FP4 decode is
 //    instruction-bound on sm_90 (no FP4 conversion instruction), so every instruction
 //    outside the E2M1 -> bf16 arithmetic counts (BENCHMARKS.md, "CUDA (H200)");
 //  - K-slices of a row tile are reduced in shared memory at the end (fixed order), whole row
@@ -42,6 +46,9 @@
 namespace {
 
 // Per-format unit geometry: a unit is one row tile (16 rows) x one 128-input chunk.
+// Zero bf16 after x that token rows past M read instead (covers the B loads of UP <= 2 units).
+constexpr int ZSTRIP = 256;
+
 template <int FMT> struct Unit {
   static constexpr int WQ = Fmt<FMT>::WQ;
   static constexpr int WBYTES = 1024 * WQ; // packed weights: 2 tiles x 32 lanes x WQ x 16 B
@@ -65,9 +72,10 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     qgemv_stream_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                         int K, float alpha, const __nv_bfloat16 *__restrict__ x,
                         float *__restrict__ y, int M, int N, int R, int lgkw, int accumulate, int probe,
-                        Groups gp) {
+                        int pre, Groups gp) {
   using U = Unit<FMT>;
   constexpr int WQ = U::WQ;
+  static_assert(DEPTH % UP == 0 && UP <= 2, "the unrolled ring needs DEPTH a multiple of UP");
   extern __shared__ uint4 smem[];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -96,53 +104,65 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int ncw = max(0, min(nch, c0 + pc) - c0);
   const int nu = nrt * ncw; // warp-uniform
   uint8_t *const ring = reinterpret_cast<uint8_t *>(smem) + (size_t)warp * DEPTH * U::SLOT;
-  uint8_t *const ringEnd = ring + DEPTH * U::SLOT;
 
-  // Issue side: the next unit's source pointers (this lane's pieces), its slot, how many
-  // units and chunks of the current row tile are left. No division in the loop.
+  // Issue side: the next unit's source pointers (this lane's pieces), how many units and
+  // chunks of the current row tile are left. A warp's units of one row tile are contiguous
+  // in memory; the next row tile's start is a fixed jump away. No division, no 64-bit
+  // multiply and no slot arithmetic in the loop: ring slots are compile-time constants of
+  // the unrolled phases below.
   const uint4 *wi = w + ((size_t)rt0 * KT + 2 * c0) * (32 * WQ) + lane;
   const uint8_t *si = sc + ((size_t)rt0 * nch + c0) * U::SBYTES + lane * 16;
-  int rti = rt0, ci = ncw, lefti = nu;
-  uint8_t *slotI = ring;
-  auto issue = [&]() {
+  const long long wjump = ((long long)RW * KT - 2 * ncw) * (32 * WQ);
+  const long long sjump = ((long long)RW * nch - ncw) * U::SBYTES;
+  int ci = ncw, lefti = nu;
+  auto issue = [&](uint8_t *slot) {
     if (lefti > 0) {
 #pragma unroll
-      for (int i = 0; i < 2 * WQ; i++) cp_async16(slotI + (i * 32 + lane) * 16, wi + i * 32, true);
-      if (U::SBYTES != 0 && lane < U::SBYTES / 16) cp_async16(slotI + U::WBYTES + lane * 16, si, true);
+      for (int i = 0; i < 2 * WQ; i++) cp_async16(slot + (i * 32 + lane) * 16, wi + i * 32, true);
+      if (U::SBYTES != 0 && lane < U::SBYTES / 16) cp_async16(slot + U::WBYTES + lane * 16, si, true);
       lefti--;
-      slotI += U::SLOT;
-      if (slotI == ringEnd) slotI = ring;
       wi += 64 * WQ;
       si += U::SBYTES;
       if (--ci == 0) {
         ci = ncw;
-        rti += RW;
-        wi = w + ((size_t)rti * KT + 2 * c0) * (32 * WQ) + lane;
-        si = sc + ((size_t)rti * nch + c0) * U::SBYTES + lane * 16;
+        wi += wjump;
+        si += sjump;
       }
     }
     cp_commit(); // one group per unit, empty past the end: the wait count stays uniform
   };
 
+  // Only the first pre units go out before the wait: x is read right after it, and its
+  // loads complete only after the weight loads issued ahead of them (measured: with all
+  // DEPTH - UP units ahead, x arrived late enough to idle the decode; BENCHMARKS.md).
+  // Grouped launches read the expert ids after the wait and issue nothing before it.
+  const int mypre = gp.ids ? 0 : pre;
 #pragma unroll
-  for (int i = 0; i < DEPTH - UP; i++) issue();
+  for (int i = 0; i < DEPTH - UP; i++)
+    if (i < mypre) issue(ring + i * U::SLOT);
   // Weights, scales and alphas are uploaded once and never written by a kernel: they are
   // read before this wait. x (and y when accumulating) may come from the previous kernel.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
   // x -> shared memory once per block (rows padded by 16 bytes: conflict-free B fragments),
-  // through registers so that the cp.async groups of the weight ring stay untouched.
+  // through registers so that the cp.async groups of the weight ring stay untouched. Token
+  // rows past M read a zero strip after x instead (stride 0): the B loads carry no predicate.
   const int XR = K + 8;
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(reinterpret_cast<uint8_t *>(smem) + (size_t)8 * DEPTH * U::SLOT);
+  __nv_bfloat16 *zs = xs + M * XR; // ZSTRIP zero bf16
   {
     const int segs = K / 8;
     for (int i = threadIdx.x; i < M * segs; i += 256) {
       const int row = i / segs, seg = i - row * segs;
       *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = *reinterpret_cast<const uint4 *>(x + (size_t)row * K + seg * 8);
     }
+    for (int i = threadIdx.x; i < ZSTRIP / 8; i += 256) reinterpret_cast<uint4 *>(zs)[i] = make_uint4(0, 0, 0, 0);
     __syncthreads();
   }
+#pragma unroll
+  for (int i = 0; i < DEPTH - UP; i++)
+    if (i >= mypre) issue(ring + i * U::SLOT);
 
   // Four accumulator sets (one per k16 step of a 64-input tile): the 8 MMAs of a unit form
   // four independent chains instead of one, so their latency overlaps. Summed before a store.
@@ -153,58 +173,56 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 #pragma unroll
       for (int k = 0; k < 4; k++) out[0][n][k] = (acc[0][n][k] + acc[1][n][k]) + (acc[2][n][k] + acc[3][n][k]);
   };
-  bool xrow[MT]; // token rows n*8 + g that exist (rows past M are zero)
+  const __nv_bfloat16 *xl[MT]; // this lane's B row per token tile, and its per-chunk stride
+  int xstr[MT];
 #pragma unroll
-  for (int n = 0; n < MT; n++) xrow[n] = n * 8 + g < M;
-  const __nv_bfloat16 *xl = xs + g * XR + 16 * t;
+  for (int n = 0; n < MT; n++) {
+    const bool real = n * 8 + g < M;
+    xl[n] = (real ? xs + (n * 8 + g) * XR : zs) + 16 * t;
+    xstr[n] = real ? 128 : 0;
+  }
   const int sOff = FMT == DSV4C_FMT_NVFP4 ? lane * 4 : g * 8 + (t >> 1) * 4;
-  const uint8_t *slotC = ring;
   int rtc = rt0, cc = c0;
   const int cEnd = c0 + ncw;
-  // UP units per iteration (UP = 2 needs an even ncw: the launcher checks), decoded side by
-  // side so that their independent instruction streams interleave.
-  for (int u = 0; u < nu; u += UP) {
+
+  // one loop step: wait for the UP units in slots s0 .. s0+UP-1, refill the UP slots freed by
+  // the previous step, decode and multiply.
+  auto step = [&](int s0) {
     cp_wait<DEPTH - 2 * UP>();
     __syncwarp(); // every lane's pieces of these units are visible; the last ones' slots are free
 #pragma unroll
-    for (int k = 0; k < UP; k++) issue();
+    for (int k = 0; k < UP; k++) issue(ring + ((s0 + DEPTH - UP + k) % DEPTH) * U::SLOT);
     uint4 tw[UP][2 * WQ];
     uint32_t sw[UP];
 #pragma unroll
     for (int k = 0; k < UP; k++) {
+      const uint8_t *slot = ring + (s0 + k) * U::SLOT;
 #pragma unroll
       for (int h = 0; h < 2; h++)
 #pragma unroll
         for (int i = 0; i < WQ; i++)
-          tw[k][h * WQ + i] = *reinterpret_cast<const uint4 *>(slotC + ((h * 32 + lane) * WQ + i) * 16);
+          tw[k][h * WQ + i] = *reinterpret_cast<const uint4 *>(slot + ((h * 32 + lane) * WQ + i) * 16);
       if (FMT == DSV4C_FMT_FP8B)
         sw[k] = __ldg(sc + (size_t)(rtc >> 3) * nch + cc + k);
       else
-        sw[k] = *reinterpret_cast<const uint32_t *>(slotC + U::WBYTES + sOff);
-      slotC += U::SLOT;
-      if (slotC == ringEnd) slotC = ring;
+        sw[k] = *reinterpret_cast<const uint32_t *>(slot + U::WBYTES + sOff);
     }
     if (probe) { // benchmark probe (DSV4GO_GEMV3_PROBE=1): stream the ring, skip the math
       acc[0][0][0] += __uint_as_float((tw[0][0].x ^ tw[UP - 1][1].y ^ sw[0]) & 0x3f7fffffu);
     } else {
-      const __nv_bfloat16 *xc = xl + cc * 128;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         uint32_t bx[UP][MT][8];
 #pragma unroll
-        for (int k = 0; k < UP; k++)
+        for (int n = 0; n < MT; n++) {
+          const uint4 *src = reinterpret_cast<const uint4 *>(xl[n] + cc * xstr[n] + h * 64);
 #pragma unroll
-          for (int n = 0; n < MT; n++) {
-            if (xrow[n]) {
-              const uint4 *src = reinterpret_cast<const uint4 *>(xc + n * 8 * XR + k * 128 + h * 64);
-              const uint4 lo = src[0], hi = src[1];
-              bx[k][n][0] = lo.x; bx[k][n][1] = lo.y; bx[k][n][2] = lo.z; bx[k][n][3] = lo.w;
-              bx[k][n][4] = hi.x; bx[k][n][5] = hi.y; bx[k][n][6] = hi.z; bx[k][n][7] = hi.w;
-            } else {
-#pragma unroll
-              for (int q = 0; q < 8; q++) bx[k][n][q] = 0;
-            }
+          for (int k = 0; k < UP; k++) {
+            const uint4 lo = src[k * 16], hi = src[k * 16 + 1]; // +k*128, +k*128+8 bf16
+            bx[k][n][0] = lo.x; bx[k][n][1] = lo.y; bx[k][n][2] = lo.z; bx[k][n][3] = lo.w;
+            bx[k][n][4] = hi.x; bx[k][n][5] = hi.y; bx[k][n][6] = hi.z; bx[k][n][7] = hi.w;
           }
+        }
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           uint32_t a[UP][4];
@@ -233,13 +251,20 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       cc = c0;
       rtc += RW;
     }
+  };
+  // The ring cycles through its DEPTH slots every DEPTH / UP steps: unrolled, so that every
+  // slot address is a constant offset from ring.
+  for (int u = 0; u < nu; u += DEPTH) {
+#pragma unroll
+    for (int s0 = 0; s0 < DEPTH; s0 += UP)
+      if (u + s0 < nu) step(s0);
   }
   cp_wait<0>();
   if (KW == 1) return;
 
   // K-slices: one row tile per warp column (R == RW); reduce in fixed order through shared
   // memory past x.
-  float *red = reinterpret_cast<float *>(xs + M * XR);
+  float *red = reinterpret_cast<float *>(zs + ZSTRIP);
   float part[1][MT][4];
   total(part);
   if (kw > 0) {
@@ -260,7 +285,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 }
 
 // Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
-// one unit per loop iteration, DSV4GO_GEMV3_PDL=0 launches without the
+// one unit per loop iteration, DSV4GO_GEMV3_PRE = units issued before the wait (at most the
+// ring's DEPTH - UP), DSV4GO_GEMV3_PDL=0 launches without the
 // programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2: the
 // grid is one wave of two blocks per SM; the next grid's blocks start as these retire).
 // Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and, with K-slices,
@@ -270,7 +296,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 constexpr int STREAM_SMEM_MAX = 112 * 1024;
 template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw) {
   const size_t red = lgkw > 0 ? (size_t)7 * MT * 4 * 32 * sizeof(float) : 0;
-  return (size_t)8 * DEPTH * Unit<FMT>::SLOT + (size_t)M * (K + 8) * 2 + red;
+  return (size_t)8 * DEPTH * Unit<FMT>::SLOT + ((size_t)M * (K + 8) + ZSTRIP) * 2 + red;
 }
 
 template <int FMT, int MT, int DEPTH, int UP>
@@ -285,6 +311,9 @@ int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, 
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
+  // units issued before griddepcontrol.wait: 2 for FP4 (measured best of 0..6), all DEPTH - UP
+  // for FP8-block (its 2 KB units: 3 measured as good as 2)
+  static const int pre = min(DEPTH - UP, env_int("DSV4GO_GEMV3_PRE", FMT == DSV4C_FMT_FP8B ? DEPTH - UP : 2));
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(gp.G * gp.bpg);
@@ -298,7 +327,7 @@ int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, 
   cfg.numAttrs = pdl ? 1 : 0;
   return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                  alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
-                                 probe, gp);
+                                 probe, pre, gp);
 }
 
 template <int FMT, int MT>

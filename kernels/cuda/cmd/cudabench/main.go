@@ -44,7 +44,17 @@ func main() {
 	mList := flag.String("m", "1,4,16,64,256,2048", "token counts M")
 	sweep := flag.Bool("sweep", true, "also sweep the split-K factor for NVFP4 at M=1")
 	grouped := flag.Bool("grouped", true, "also time the grouped MoE decode launches")
+	only := flag.String("shapes", "", "time only the shapes whose name contains this text (e.g. wq_b; empty: all)")
 	flag.Parse()
+	if *only != "" {
+		var keep []shape
+		for _, sh := range shapes {
+			if strings.Contains(sh.name, *only) {
+				keep = append(keep, sh)
+			}
+		}
+		shapes = keep
+	}
 	if err := run(*fmtList, *mList, *sweep, *grouped); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
 		os.Exit(1)

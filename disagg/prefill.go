@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
@@ -70,7 +71,7 @@ type PrefillServer struct {
 	rooms *Rooms
 	id    Identity
 	sem   chan struct{}
-	port  int
+	port  atomic.Int64 // bootstrap port, set by ServeBootstrap while handlers read it
 	log   *slog.Logger
 	// created is the "created" time of /v1/models (server start, Unix s).
 	created int64
@@ -162,7 +163,7 @@ func (p *PrefillServer) Rooms() *Rooms { return p.rooms }
 // ServeBootstrap serves the rooms to decode servers on lis until ctx ends.
 func (p *PrefillServer) ServeBootstrap(ctx context.Context, lis net.Listener) error {
 	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
-		p.port = ta.Port
+		p.port.Store(int64(ta.Port))
 	}
 	return p.cfg.Transport.Serve(ctx, lis, p.rooms)
 }
@@ -186,7 +187,7 @@ func (p *PrefillServer) Handler() http.Handler {
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"role": "prefill", "identity": p.id,
-			"bootstrap_port": p.port, "live_rooms": p.rooms.Live()})
+			"bootstrap_port": p.port.Load(), "live_rooms": p.rooms.Live()})
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	return mux
@@ -214,7 +215,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !concurrent {
-		bs = Bootstrap{Host: p.cfg.BootstrapHost, Port: p.port, Room: randomRoom()}
+		bs = Bootstrap{Host: p.cfg.BootstrapHost, Port: int(p.port.Load()), Room: randomRoom()}
 	}
 	// A request that fails validation fails its room at once (concurrent
 	// mode): the decode side waiting for it answers with the same 4xx

@@ -216,3 +216,38 @@ func sseSummary(t *testing.T, s string) string {
 	sb.WriteString("F:" + fin)
 	return sb.String()
 }
+
+// TestServerInfoWhileBootstrapStarts: /server_info reports the bootstrap
+// port that ServeBootstrap, started in another goroutine, records; under
+// go test -race the two used to race on the field (found by the -race build
+// of examples/pd in examples/router's end-to-end test).
+func TestServerInfoWhileBootstrapStarts(t *testing.T) {
+	p, err := NewPrefillServer(PrefillConfig{Model: tinyModel(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	lis := listen(t)
+	want := lis.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.ServeBootstrap(ctx, lis) }()
+	defer func() { cancel(); <-done }()
+	h := p.Handler()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/server_info", nil))
+		var info struct {
+			Port int `json:"bootstrap_port"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil {
+			t.Fatal(err)
+		}
+		if info.Port == want {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("bootstrap_port %d, want %d", info.Port, want)
+		}
+	}
+}

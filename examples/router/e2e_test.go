@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,11 +27,15 @@ import (
 var pdBin, routeBin, serverBin string
 
 // buildBins builds examples/pd, examples/router and examples/server into
-// t.TempDir().
+// t.TempDir() (with -race when the test runs under it).
 func buildBins(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./examples/pd", "./examples/router", "./examples/server")
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./examples/pd", "./examples/router", "./examples/server")...)
 	cmd.Dir = "../.."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -62,7 +67,14 @@ func start(t *testing.T, bin string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	go func() { cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() {
+		p.kill()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if log := p.stderr.String(); strings.Contains(log, "WARNING: DATA RACE") {
+			t.Errorf("%s reported a data race:\n%s", filepath.Base(bin), log)
+		}
+	})
 	line := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -126,16 +138,26 @@ func startColocated(t *testing.T) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := make(chan string, 1)
+	var raced atomic.Bool
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			if _, a, ok := strings.Cut(sc.Text(), " addr="); ok && strings.Contains(sc.Text(), "msg=serving") {
 				addr <- strings.Fields(a)[0]
 			}
+			if strings.Contains(sc.Text(), "WARNING: DATA RACE") {
+				raced.Store(true)
+			}
 		}
 	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if raced.Load() {
+			t.Error("examples/server reported a data race")
+		}
+	})
 	select {
 	case a := <-addr:
 		return "http://" + a

@@ -19,3 +19,7 @@ func mmapFile(f *os.File, size int64) ([]byte, error) {
 }
 
 func munmap(b []byte) error { return unix.Munmap(b) }
+
+// isFault reports whether err is the kernel's EFAULT: a system call was
+// given memory it could not read (a mapping past its file's end).
+func isFault(err error) bool { return errors.Is(err, unix.EFAULT) }

@@ -74,6 +74,14 @@ func TestTruncatedWhileMapped(t *testing.T) {
 			t.Errorf("SetPanicOnFault after Guard = %v, want the previous %v", got, prev)
 		}
 	}
+	// Writing an old view to a new file (what dsv4/convert does with
+	// tensors it keeps as stored).
+	w, err := Create(filepath.Join(t.TempDir(), "out.safetensors"), []TensorInfo{{Name: "big", DType: U8, Shape: []int64{int64(len(view))}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isTruncated("Writer.Write of an old view", w.Write("big", view))
+	w.Abort()
 	var sum byte
 	err = Guard(func() error {
 		for _, b := range view[len(view)-10:] {

@@ -82,6 +82,9 @@ func Create(path string, infos []TensorInfo, metadata map[string]string) (*Write
 }
 
 // Write appends the next tensor's data; name must be the next in order.
+// data may be a view returned by File.Data: if its file was truncated while
+// mapped, Write fails with ErrTruncated instead of a fatal SIGBUS (it copies
+// under Guard).
 func (w *Writer) Write(name string, data []byte) error {
 	if w.next >= len(w.infos) || w.infos[w.next].Name != name {
 		return &Error{Kind: ErrHeader, File: w.path, Tensor: name, Detail: "written out of header order"}
@@ -91,7 +94,10 @@ func (w *Writer) Write(name string, data []byte) error {
 		return &Error{Kind: ErrShape, File: w.path, Tensor: name, Detail: fmt.Sprintf("%d data bytes for %s %v (want %d)", len(data), t.DType, t.Shape, w.sizes[w.next])}
 	}
 	w.next++
-	_, err := w.w.Write(data)
+	err := Guard(func() error { _, err := w.w.Write(data); return err })
+	if isFault(err) { // the kernel met the unbacked page (a direct write)
+		err = &Error{Kind: ErrTruncated, File: w.path, Tensor: name, Detail: "reading the data faulted: its memory-mapped file shrank?", Err: err}
+	}
 	return err
 }
 

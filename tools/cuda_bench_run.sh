@@ -2,11 +2,13 @@
 # tools/cuda_bench_run.sh: everything the CUDA backend needs from one device call, in order:
 # conformance (default dispatch: streaming decode GEMV, wgmma for large M; then the earlier
 # decode kernels and one-unit iterations), the read-only ceiling (tools/cuda_ceiling.cu), the
-# full cudabench table, the M <= 16 rows again with the streaming GEMV launched without
-# programmatic dependent launch (DSV4GO_GEMV3_PDL=0: isolated launches) and with the previous
-# default dispatch (DSV4GO_GEMV3=0: the "before"), the grouped MoE launches on the streaming GEMV
-# (DSV4GO_GEMV3_GROUPED=1), and torch's comparator. Logs go to $OUT
-# (or /tmp/cudaout); a summary is printed last.
+# decode arithmetic alone (tools/cuda_decode_probe.cu), the full cudabench table, the M <= 16
+# rows again with the streaming GEMV launched without programmatic dependent launch
+# (DSV4GO_GEMV3_PDL=0: isolated launches), with the previous default dispatch (DSV4GO_GEMV3=0),
+# with the whole weight ring issued before the wait (DSV4GO_GEMV3_PRE=6) and with the math off
+# (DSV4GO_GEMV3_PROBE=1), the grouped MoE launches on the streaming GEMV
+# (DSV4GO_GEMV3_GROUPED=1), and torch's comparator. Logs go to $OUT (or /tmp/cudaout); a
+# summary is printed last.
 # Usage on the GPU machine, after `make cuda-bins` here (carry out/cuda):
 #   bash tools/cuda_bench_run.sh
 set -uo pipefail
@@ -14,7 +16,7 @@ B=${BIN:-out/cuda}
 O=${OUT:-/tmp/cudaout}
 mkdir -p "$O"
 export DSV4GO_REQUIRE_GPU=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader
 date -u
 
 echo "== conformance, default dispatch: all tests"
@@ -27,8 +29,9 @@ for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_G
   echo "$v: rc=$? $(grep -cE '^--- PASS' "$O/conf_variant$i.txt") passed, $(grep -cE '^--- FAIL' "$O/conf_variant$i.txt") failed"
 done
 
-echo "== read-only ceiling"
+echo "== read-only ceiling; decode arithmetic alone (tools/cuda_decode_probe.cu)"
 timeout 60 "$B/ceiling" >"$O/ceiling.txt" 2>&1; echo "rc=$?"
+timeout 60 "$B/decode_probe" >"$O/decode_probe.txt" 2>&1; echo "rc=$?"
 
 echo "== cudabench, default dispatch, full table"
 timeout 150 "$B/cudabench" -sweep=false >"$O/bench.txt" 2>&1; echo "rc=$?"
@@ -36,6 +39,9 @@ timeout 150 "$B/cudabench" -sweep=false >"$O/bench.txt" 2>&1; echo "rc=$?"
 echo "== cudabench M <= 16: isolated launches (DSV4GO_GEMV3_PDL=0), previous dispatch (DSV4GO_GEMV3=0)"
 DSV4GO_GEMV3_PDL=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false >"$O/bench_nopdl.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false >"$O/bench_prev.txt" 2>&1; echo "rc=$?"
+echo "== cudabench NVFP4 M <= 16: whole ring issued before the wait (DSV4GO_GEMV3_PRE=6, the previous order); math off (DSV4GO_GEMV3_PROBE=1)"
+DSV4GO_GEMV3_PRE=6 timeout 60 "$B/cudabench" -formats NVFP4 -m 1,4,16 -sweep=false -grouped=false >"$O/bench_pre6.txt" 2>&1; echo "rc=$?"
+DSV4GO_GEMV3_PROBE=1 timeout 60 "$B/cudabench" -formats NVFP4 -m 1 -sweep=false -grouped=false >"$O/bench_probe.txt" 2>&1; echo "rc=$?"
 echo "== cudabench grouped MoE launches on the streaming GEMV (DSV4GO_GEMV3_GROUPED=1)"
 DSV4GO_GEMV3_GROUPED=1 timeout 60 "$B/cudabench" -m 1 -sweep=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
 
@@ -51,6 +57,12 @@ echo "-- previous dispatch"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_prev.txt"
 echo "-- grouped: default | DSV4GO_GEMV3_GROUPED=1"
 grep -E '^\| 6 experts' "$O/bench.txt" "$O/bench_grouped.txt" | sed 's|^.*/||'
+echo "-- whole ring before the wait (PRE=6)"
+grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_pre6.txt"
+echo "-- math off (PROBE=1)"
+grep -E '^\| (expert|attn).* \| 1 \|' "$O/bench_probe.txt"
+echo "-- decode arithmetic alone"
+cat "$O/decode_probe.txt"
 echo "-- ceiling"
 grep -E 'copy|empty|\| (1.18|4.72|18.90) \| [12] \|' "$O/ceiling.txt"
 echo "-- torch"

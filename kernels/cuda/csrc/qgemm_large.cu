@@ -20,14 +20,17 @@
 // one input pair per lane, each to its permuted place (below); the copies are asynchronous
 // like the weights', so the pipeline needs no registers for staging.
 //
-// Block: 2 warpgroups (8 warps), 256 weight rows x 128 tokens. Warpgroup wg owns two 64-row
-// blocks (row tiles mb*8 + warp, mb = 0, 1), i.e. two accumulators of 64 floats per thread;
-// x is read from L2 once per 256 rows (a 128-row block made the kernel bound by x traffic).
-// K streams in 128-input chunks through a 3-4 stage cp.async ring (x tiles, packed weights and
-// scales of one chunk per stage). Per 64-input tile and row block, a warpgroup waits for the
-// wgmma group that last used its A registers (wait_group 1: the newest group stays queued on
-// the tensor cores), decodes 4 k16 steps of A, issues 4 wgmma and commits. Split-K over
-// blockIdx.z (float32 atomics into y, zeroed first) when the grid is smaller than one wave.
+// Block: 3 warpgroups, 256 weight rows x 128 tokens. A producer warpgroup (setmaxnreg 40)
+// streams K in 128-input chunks through a 3-4 stage ring (x tiles, packed weights and scales of
+// one chunk per stage) with cp.async completing on mbarriers; two consumer warpgroups
+// (setmaxnreg 232) each own two 64-row blocks (row tiles mb*8 + warp, mb = 0, 1), i.e. two
+// accumulators of 64 floats per thread, and keep up to 4 wgmma groups in flight (one A
+// register set per 64-input tile and row block). x is read from L2 once per 256 rows. The grid
+// is persistent (one block per SM, work units handed out round-robin) and launched with
+// programmatic dependent launch: a block's first weight chunks load before griddepcontrol.wait.
+// When the units are fewer than the SMs, K is split: the splits of a tile form a cluster and
+// are summed through distributed shared memory (no atomics, no zeroing of y), or, where such
+// clusters do not all fit on the GPU at once, added into y with float32 atomics.
 // Measured on the H200: BENCHMARKS.md, "Large-M GEMM (wgmma)".
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -85,16 +88,10 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], const uint32_t (&a)[4
                : "memory");
 }
 
-constexpr int LG_THREADS = 256; // 2 warpgroups
-
 // ---- the kernel ----
 //
-// x staging: warp w copies the 64-input rows of tokens 16w .. 16w+15 of each tile, one token
-// per instruction; lane l copies input pair l = 8t + 2j + hi (t = l/8, j = l/2 % 4, hi = l % 2),
-// which is word t of chunk 2j + hi of the token's 128-byte row (before the swizzle): 128
-// contiguous global bytes and 32 distinct banks per instruction. A ring stage holds one
-// 128-input chunk: its two x tiles (1024-byte aligned), the packed weights and the scales.
-// mode: 0 = store y, 1 = y += (accumulate, one split), 2 = float32 atomicAdd (split-K).
+// A ring stage holds one 128-input chunk: its two x tiles (1024-byte aligned, 128 tokens x 128
+// bytes each), the packed weights and the scales of the block's 16 row tiles.
 template <int FMT> struct LgSmem {
   static constexpr int WQ = Fmt<FMT>::WQ;
   static constexpr int ROWT = 16;
@@ -109,142 +106,6 @@ template <int FMT> struct LgSmem {
 __device__ __forceinline__ void cp_async4(uint32_t smem, const void *gmem, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem),
                "r"(valid ? 4 : 0));
-}
-
-template <int FMT>
-__global__ void __launch_bounds__(LG_THREADS, 1)
-    qgemm_wgmma_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
-                       int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
-                       float *__restrict__ y, int ldy, int M, int N, int kper, int mode) {
-  using L = LgSmem<FMT>;
-  constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = 128;
-  extern __shared__ __align__(128) uint8_t smem_raw[];
-  uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
-  const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem);
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int brt0 = blockIdx.x * ROWT;
-  const int tok0 = blockIdx.y * TN;
-  const int KT = K / 64;
-  const int c0 = blockIdx.z * kper;
-  const int nch = min(K / 128 - c0, kper);
-
-  // this lane's x word: input pair l of a token's tile row -> byte offset in the token's row
-  const int xj = (lane >> 1) & 3, xhi = lane & 1, xt = lane >> 3;
-  const int xch = 2 * xj + xhi;
-  auto issue = [&](int cc) {
-    const int slot = cc % WS;
-    uint8_t *st = smem + slot * L::STAGE;
-    const int kt0 = (c0 + cc) * 2;
-#pragma unroll
-    for (int u0 = 0; u0 < ROWT * 64 * WQ; u0 += LG_THREADS) {
-      const int u = u0 + tid;
-      const int r = u / (64 * WQ), rem = u - r * (64 * WQ);
-      const int rt = min(brt0 + r, ntiles - 1);
-      cp_async16(st + 2 * L::XT + (size_t)u * 16, w + ((size_t)rt * KT + kt0) * (32 * WQ) + rem, true);
-    }
-    if (FMT != DSV4C_FMT_FP8B) {
-      constexpr int SU = L::S / 16 / ROWT > 0 ? L::S / 16 / ROWT : 1;
-      if (tid < ROWT * SU) {
-        const int r = tid / SU, rem = tid - r * SU;
-        const int rt = min(brt0 + r, ntiles - 1);
-        cp_async16(st + 2 * L::XT + L::W + (size_t)tid * 16,
-                   sc + ((size_t)rt * KT + kt0) / 2 * (SU * 16) + rem * 16, true);
-      }
-    }
-    const uint32_t xs = s0 + slot * L::STAGE + xt * 4;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int k0 = (kt0 + h) * 64 + 2 * lane;
-#pragma unroll
-      for (int m = 0; m < 16; m++) {
-        const int n = warp * 16 + m;
-        const bool ok = tok0 + n < M;
-        const __nv_bfloat16 *src = x + (ok ? (size_t)(tok0 + n) * ldx + k0 : 0);
-        cp_async4(xs + h * L::XT + n * 128 + ((xch ^ (m & 7)) << 4), src, ok);
-      }
-    }
-  };
-
-  auto decode_tile = [&](uint32_t (&A)[4][4], int cc, int h, int mb) {
-    const int rl = mb * 8 + warp;
-    const uint8_t *st = smem + (cc % WS) * L::STAGE + 2 * L::XT;
-    uint4 wv[WQ];
-#pragma unroll
-    for (int i = 0; i < WQ; i++)
-      wv[i] = *reinterpret_cast<const uint4 *>(st + (((rl * 2 + h) * 32 + lane) * WQ + i) * 16);
-    uint32_t sw;
-    if (FMT == DSV4C_FMT_NVFP4)
-      sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 128 + lane * 4);
-    else if (FMT == DSV4C_FMT_MXFP4)
-      sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 64 + g * 8 + (t >> 1) * 4);
-    else
-      sw = __ldg(sc + (size_t)min((brt0 >> 3) + mb, (ntiles - 1) >> 3) * (KT / 2) + c0 + cc);
-#pragma unroll
-    for (int j = 0; j < 4; j++) decode_a<FMT>(wv, sw, h, j, A[j]);
-  };
-
-  float acc[2][TN / 2];
-#pragma unroll
-  for (int mb = 0; mb < 2; mb++)
-#pragma unroll
-    for (int i = 0; i < TN / 2; i++) acc[mb][i] = 0.f;
-  uint32_t A[2][4][4] = {};
-
-#pragma unroll
-  for (int s = 0; s < WS - 1; s++) {
-    if (s < nch) issue(s);
-    cp_commit();
-  }
-
-  auto tile = [&](int c, int h) {
-    const uint32_t xb = s0 + (c % WS) * L::STAGE + h * L::XT;
-#pragma unroll
-    for (int mb = 0; mb < 2; mb++) {
-      wg_wait<1>(); // the group that last read A[mb] (previous tile, same row block) is done
-      decode_tile(A[mb], c, h, mb);
-      wg_fence();
-#pragma unroll
-      for (int j = 0; j < 4; j++) wgmma_n128(acc[mb], A[mb][j], smem_desc(xb + j * 32, 16, 1024, 1));
-      wg_commit();
-    }
-  };
-  for (int c = 0; c < nch; c++) {
-    cp_wait<WS - 2>(); // chunk c has landed (this thread's copies)
-    fence_async_smem(); // generic-proxy writes -> visible to the tensor cores
-    __syncthreads();
-    tile(c, 0);
-    // Both warpgroups have now waited for every group of chunk c-1: its slot can be refilled.
-    __syncthreads();
-    if (c + WS - 1 < nch) issue(c + WS - 1);
-    cp_commit();
-    tile(c, 1);
-  }
-  wg_wait<0>();
-
-#pragma unroll
-  for (int mb = 0; mb < 2; mb++) {
-    const int row0 = (brt0 + mb * 8 + warp) * 16 + g;
-#pragma unroll
-    for (int b = 0; b < TN / 8; b++) {
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int row = row0 + 8 * (e >> 1);
-        const int tok = tok0 + 8 * b + 2 * t + (e & 1);
-        if (row < N && tok < M) {
-          const float v = acc[mb][4 * b + e] * alpha;
-          float *dst = y + (size_t)tok * ldy + row;
-          if (mode == 2)
-            atomicAdd(dst, v);
-          else if (mode == 1)
-            *dst += v;
-          else
-            *dst = v;
-        }
-      }
-    }
-  }
 }
 
 // ---- mbarriers (shared::cta) ----
@@ -289,8 +150,7 @@ __device__ __forceinline__ float4 ld_dsmem_f4(uint32_t addr) {
   float4 v;
   asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
+               : "r"(addr));
   return v;
 }
 // barrier `id` among `n` threads (whole warps)
@@ -306,26 +166,33 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
-// ---- the warp-specialized persistent kernel ----
+// ---- the kernel: warp-specialized, persistent ----
 //
-// 3 warpgroups: warpgroup 0 produces (cp.async of x, packed weights and scales into a WS-deep
+// 3 warpgroups. Warpgroup 0 produces: cp.async of x, packed weights and scales into a WS-deep
 // ring of 128-input chunks; each producer thread's copies complete on the slot's "full"
-// mbarrier, 128 arrivals), warpgroups 1 and 2 consume (decode + wgmma as in the kernel above;
-// lane 0 of each consumer warp arrives on the slot's "empty" mbarrier, 8 arrivals, once the
-// wgmma groups that read the slot have completed). The grid is persistent: block b takes the
-// work units b, b + gridDim.x, ... (unit = 256-row block x 128-token block x K split, row block
-// fastest), and the producer runs ahead across units, so the next unit's first chunks load
-// during the epilogue. AD = A register buffers per row block: 1 (wait_group 1 before each
-// decode, as above) or 2 (one per 64-input tile of the chunk: wait_group 3, the decode of a
-// tile overlaps the three groups issued before it).
+// mbarrier (128 arrivals). x staging: producer warp w copies tokens 32w .. 32w+31, one token
+// per instruction; lane l copies input pair l = 8t + 2j + hi (t = l/8, j = l/2 % 4, hi = l % 2)
+// of a 64-input tile, which is word t of chunk 2j + hi of the token's 128-byte row (before the
+// swizzle): 128 contiguous global bytes and 32 distinct banks per instruction.
+// Warpgroups 1 and 2 consume: per 64-input tile h and 64-row block mb, wait until the wgmma
+// group that last read the A registers of (h, mb) has completed (wait_group 3: the three
+// groups issued since stay queued on the tensor cores), decode 4 k16 steps of A (decode_a),
+// issue 4 wgmma and commit; lane 0 of each consumer warp arrives on the slot's "empty"
+// mbarrier (8 arrivals) once the groups that read the slot have completed.
+// The grid is persistent: block b takes the work units b, b + gridDim.x, ... (unit = 256-row
+// block x 128-token block x K split; split fastest, then row block), and the producer runs
+// ahead across units, so the next unit's first chunks load during the epilogue.
+// mode: 0 = store y, 1 = y += (accumulate, one split), 2 = float32 atomicAdd (split-K, y
+// zeroed first or accumulated), 3 = split-K reduced inside a cluster of `splits` blocks (one
+// unit each) through distributed shared memory; acc: mode 3 adds to y.
 constexpr int WS_THREADS = 384;
 
-template <int FMT, int AD>
+template <int FMT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     qgemm_ws_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                     int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
                     float *__restrict__ y, int ldy, int M, int N, int rbn, int splits, int units,
-                    int kper, int mode, int mode_acc, int dbg) {
+                    int kper, int mode, int mode_acc) {
   using L = LgSmem<FMT>;
   constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = 128;
   extern __shared__ __align__(128) uint8_t smem_raw[];
@@ -344,10 +211,51 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   }
   __syncthreads();
 
+  // Programmatic dependent launch: the next kernel in the stream may be scheduled now (it
+  // waits for this grid before touching memory); this grid's first weight chunks load before
+  // griddepcontrol.wait, x and y only after it (no-ops without the launch attribute).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+
   if (warp < 4) {
     // ---- producer ----
     setmaxnreg_dec<40>();
     const int xt = lane >> 3, xch = 2 * ((lane >> 1) & 3) + (lane & 1);
+    // packed weights and scales of chunk kc of row block brt0 into ring stage st
+    auto load_w = [&](uint32_t st, int brt0, int kc) {
+      const int kt0 = kc * 2;
+      {
+        // row tile r's chunk is 64 * WQ contiguous uint4 at (rt * KT + kt0) * 32 * WQ
+        constexpr int PER = 64 * WQ, RSTEP = 128 / PER; // uint4 per row tile; row tiles per pass
+        const int r0 = tid / PER, rem = tid % PER;
+        const uint4 *wk = w + ((size_t)(brt0 + r0) * KT + kt0) * (32 * WQ) + rem;
+        const size_t rs = (size_t)KT * 32 * WQ; // uint4 per row tile
+        const int rlim = ntiles - 1 - brt0;
+#pragma unroll
+        for (int q = 0; q < ROWT / RSTEP; q++) {
+          const int r = r0 + q * RSTEP;
+          cp_async16s(st + 2 * L::XT + (q * 128 + tid) * 16, wk);
+          if (r + RSTEP <= rlim) wk += RSTEP * rs; // past the last row tile: copy it again
+          opaque(wk); // step the pointer here (hoisted per-copy offsets cost registers)
+        }
+      }
+      if (FMT != DSV4C_FMT_FP8B) {
+        constexpr int SU = L::S / 16 / ROWT > 0 ? L::S / 16 / ROWT : 1;
+        if (tid < ROWT * SU) {
+          const int r = tid / SU, rem = tid - r * SU;
+          const int rt = min(brt0 + r, ntiles - 1);
+          cp_async16s(st + 2 * L::XT + L::W + tid * 16, sc + ((size_t)rt * KCH + kc) * (SU * 16) + rem * 16);
+        }
+      }
+    };
+    // the first unit's first WS chunks: weights before the wait (they are not written by the
+    // kernels this one depends on)
+    int pre = 0;
+    if ((int)blockIdx.x < units) {
+      const int u = blockIdx.x, sp = u % splits, rb = (u / splits) % rbn;
+      pre = min(WS, min(KCH - sp * kper, kper));
+      for (int c = 0; c < pre; c++) load_w(s0 + c * L::STAGE, rb * ROWT, sp * kper + c);
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     int slot = 0;
     uint32_t ph = 0;
     bool wrapped = false;
@@ -360,36 +268,14 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       for (int c = 0; c < nch; c++) {
         if (wrapped) mbar_wait(bars + 8 * (WS + slot), ph ^ 1);
         const uint32_t st = s0 + slot * L::STAGE;
-        const int kt0 = (c0 + c) * 2;
-        // packed weights: row tile r's chunk is 64 * WQ contiguous uint4 at (rt * KT + kt0) * 32 * WQ
-        if (!(dbg & 2)) {
-          constexpr int PER = 64 * WQ, RSTEP = 128 / PER; // uint4 per row tile; row tiles per pass
-          const int r0 = tid / PER, rem = tid % PER;
-          const uint4 *wk = w + ((size_t)(brt0 + r0) * KT + kt0) * (32 * WQ) + rem;
-          const size_t rs = (size_t)KT * 32 * WQ; // uint4 per row tile
-          const int rlim = ntiles - 1 - brt0;
-#pragma unroll
-          for (int q = 0; q < ROWT / RSTEP; q++) {
-            const int r = r0 + q * RSTEP;
-            cp_async16s(st + 2 * L::XT + (q * 128 + tid) * 16, wk);
-            if (r + RSTEP <= rlim) wk += RSTEP * rs; // past the last row tile: copy it again
-            opaque(wk); // step the pointer here (hoisted per-copy offsets cost registers)
-          }
-        }
-        if (FMT != DSV4C_FMT_FP8B && !(dbg & 2)) {
-          constexpr int SU = L::S / 16 / ROWT > 0 ? L::S / 16 / ROWT : 1;
-          if (tid < ROWT * SU) {
-            const int r = tid / SU, rem = tid - r * SU;
-            const int rt = min(brt0 + r, ntiles - 1);
-            cp_async16s(st + 2 * L::XT + L::W + tid * 16,
-                        sc + ((size_t)rt * KCH + c0 + c) * (SU * 16) + rem * 16);
-          }
-        }
+        if (pre > 0)
+          pre--; // loaded before the wait
+        else
+          load_w(st, brt0, c0 + c);
         const uint32_t xs = st + warp * 32 * 128 + xt * 4;
         const __nv_bfloat16 *p = xw + (c0 + c) * 128;
 #pragma unroll
         for (int m = 0; m < 32; m++) {
-          if (dbg & 1) break;
           const bool ok = m < mrem;
 #pragma unroll
           for (int h = 0; h < 2; h++)
@@ -413,10 +299,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   } else {
     // ---- consumers ----
     setmaxnreg_inc<232>();
+    asm volatile("griddepcontrol.wait;" ::: "memory"); // before the first store to y
     const int cw = warp - 4; // 0..7: warpgroup cw / 4, row tiles mb * 8 + cw
     const int g = lane >> 2, t = lane & 3;
     float acc[2][TN / 2];
-    uint32_t A[AD][2][4][4];
+    uint32_t A[2][2][4][4]; // [tile h][row block mb]: the A fragments of 4 k16 steps
     int slot = 0;
     uint32_t ph = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -444,14 +331,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           const uint32_t xb = xb0 + h * L::XT;
 #pragma unroll
           for (int mb = 0; mb < 2; mb++) {
-            uint32_t(&a)[4][4] = A[AD == 1 ? 0 : h][mb];
-            if (AD == 1)
-              wg_wait<1>(); // the group that last read a (previous tile, same row block) is done
-            else
-              wg_wait<3>(); // the group that last read a (previous chunk, same tile) is done
-            // every group of the previous chunk has completed: its slot can be refilled
-            if (c > 0 && mb == 1 && h == (AD == 1 ? 0 : 1) && lane == 0)
-              mbar_arrive(bars + 8 * (WS + pslot));
+            uint32_t(&a)[4][4] = A[h][mb];
+            wg_wait<3>(); // the group that last read a (previous chunk, same tile) is done
+            // so is every group of the previous chunk: its slot can be refilled
+            if (c > 0 && mb == 1 && h == 1 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
             const int rl = mb * 8 + cw;
             uint4 wv[WQ];
 #pragma unroll
@@ -464,15 +347,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
               sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 64 + g * 8 + (t >> 1) * 4);
             else
               sw = fsw[mb];
-            if (dbg & 4) {
 #pragma unroll
-              for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int k = 0; k < 4; k++) a[j][k] = comp(wv[0], k) ^ sw;
-            } else {
-#pragma unroll
-              for (int j = 0; j < 4; j++) decode_a<FMT>(wv, sw, h, j, a[j]);
-            }
+            for (int j = 0; j < 4; j++) decode_a<FMT>(wv, sw, h, j, a[j]);
             wg_fence();
 #pragma unroll
             for (int j = 0; j < 4; j++) wgmma_n128(acc[mb], a[j], smem_desc(xb + j * 32, 16, 1024, 1));
@@ -506,25 +382,39 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
         cluster_sync();
         const uint32_t rank = cluster_rank();
-        const int rr = 256 / splits, q4 = rr / 4; // rows per rank, float4 per token
-        for (int i = tid - 128; i < TN * q4; i += 256) {
-          const int tl = i / q4, rl = (int)rank * rr + (i - tl * q4) * 4;
-          const uint32_t off = s0 + (uint32_t)(tl * RS + rl) * 4;
-          float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-          for (int r = 0; r < splits; r++) {
-            const float4 p = ld_dsmem_f4(mapa(off, (uint32_t)r));
-            v.x += p.x;
-            v.y += p.y;
-            v.z += p.z;
-            v.w += p.w;
-          }
-          const int tok = tok0 + tl, row = brt0 * 16 + rl;
-          if (tok < M) {
-            float *dst = y + (size_t)tok * ldy + row;
-            const float vv[4] = {v.x, v.y, v.z, v.w};
+        // rows per rank; float4 items of this rank (token-major) per consumer thread (<= 16)
+        const int rr = 256 / splits, q4 = rr / 4, kn = TN * q4 / 256;
+        float4 v[16];
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-              if (row + k < N) dst[k] = mode_acc ? dst[k] + vv[k] : vv[k];
+        for (int k = 0; k < 16; k++) v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int r = 0; r < splits; r++) {
+          const uint32_t base = mapa(s0, (uint32_t)r);
+#pragma unroll
+          for (int k = 0; k < 16; k++) { // all loads of one partial in flight at once
+            if (k < kn) {
+              const int i = tid - 128 + 256 * k, tl = i / q4;
+              const int rl = (int)rank * rr + (i - tl * q4) * 4;
+              const float4 p = ld_dsmem_f4(base + (uint32_t)(tl * RS + rl) * 4);
+              v[k].x += p.x;
+              v[k].y += p.y;
+              v[k].z += p.z;
+              v[k].w += p.w;
+            }
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+          if (k < kn) {
+            const int i = tid - 128 + 256 * k, tl = i / q4;
+            const int rl = (int)rank * rr + (i - tl * q4) * 4;
+            const int tok = tok0 + tl, row = brt0 * 16 + rl;
+            if (tok < M) {
+              float *dst = y + (size_t)tok * ldy + row;
+              const float vv[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+              for (int e = 0; e < 4; e++)
+                if (row + e < N) dst[e] = mode_acc ? dst[e] + vv[e] : vv[e];
+            }
           }
         }
         cluster_sync(); // no block leaves while another reads its shared memory
@@ -556,100 +446,45 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   }
 }
 
-// Split-K factor and epilogue mode for a grid of rb x tb blocks over K (one block per SM:
-// split K only while the grid stays within one wave, at least two 128-input chunks per
-// split); zeroes y when the splits accumulate with atomics. Returns 0 or an error code.
-static int plan(int rb, int tb, int K, int M, int N, int ldy, float *y, int accumulate,
-                int &splits, int &per, int &mode, cudaStream_t st) {
-  const int kch = K / 128;
-  if (splits <= 0) {
-    const int sms = device_sms();
-    const int blocks = rb * tb;
-    splits = blocks >= sms ? 1 : sms / blocks;
-    splits = min(splits, max(1, kch / 2));
-  }
-  splits = max(1, min(splits, kch));
-  per = (kch + splits - 1) / splits;
-  splits = (kch + per - 1) / per;
-  if (splits > 65535 || tb > 65535) return DSV4C_ERR_SHAPE;
-  mode = accumulate ? 1 : 0;
-  if (splits > 1) {
-    mode = 2;
-    if (!accumulate) {
-      cudaError_t e = ldy == N ? cudaMemsetAsync(y, 0, (size_t)M * N * sizeof(float), st)
-                               : cudaMemset2DAsync(y, (size_t)ldy * sizeof(float), 0,
-                                                   (size_t)N * sizeof(float), M, st);
-      if (e != cudaSuccess) return (int)e;
-    }
-  }
-  return 0;
-}
-
-template <int FMT>
-int launch_wgmma_v1(const void *w, const void *sc, int N, int npad, int K, float alpha,
-                 const void *x, int ldx, float *y, int ldy, int M, int accumulate, int splits,
-                 cudaStream_t st) {
-  using L = LgSmem<FMT>;
-  const int ntiles = npad / 16;
-  const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
-  int per = 0, mode = 0;
-  if (int e = plan(rb, tb, K, M, N, ldy, y, accumulate, splits, per, mode, st)) return e;
-  static DeviceOnce smemOptIn; // per instantiation and device
-  if (int e = opt_in_smem(smemOptIn, qgemm_wgmma_kernel<FMT>, L::TOTAL)) return e;
-  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
-  dim3 grid(rb, tb, splits);
-  qgemm_wgmma_kernel<FMT><<<grid, LG_THREADS, L::TOTAL, st>>>(
-      (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha, (const __nv_bfloat16 *)x, ldx, y,
-      ldy, M, N, per, mode);
-  return (int)cudaGetLastError();
-}
-
-// max_clusters returns how many clusters of cl blocks of the kernel (cfg: its block and shared
-// memory) can be resident at once on the current device, cached per device ordinal and
-// cluster size (cl = 2, 4, 8, 16); 0 if unknown.
-template <typename Kern> int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, int (&cache)[64][5]) {
+// max_clusters returns how many clusters of cl blocks (2, 4 or 8) of the kernel (cfg: its block
+// and shared memory) can be resident at once on the current device, cached per device ordinal
+// and cluster size; 0 if unknown.
+template <typename Kern> int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, int (&cache)[64][3]) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  const int i = cl == 2 ? 0 : cl == 4 ? 1 : cl == 8 ? 2 : cl == 16 ? 3 : 4;
-  if (i == 4) return 0;
+  const int i = cl == 2 ? 0 : cl == 4 ? 1 : cl == 8 ? 2 : -1;
+  if (i < 0) return 0;
   if (cache[dev][i] == 0) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(cl);
     int n = 0;
-    if (cl > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
-      n = 0;
-    else {
-      cudaLaunchAttribute at[1];
-      at[0].id = cudaLaunchAttributeClusterDimension;
-      at[0].val.clusterDim.x = cl;
-      at[0].val.clusterDim.y = 1;
-      at[0].val.clusterDim.z = 1;
-      cfg.attrs = at;
-      cfg.numAttrs = 1;
-      cfg.gridDim = dim3(cl);
-      if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
-    }
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
     (void)cudaGetLastError();
-    cache[dev][i] = n + 1;
+    cache[dev][i] = n + 1; // benign race: the same value
   }
   return cache[dev][i] - 1;
 }
 
-template <int FMT, int AD>
-int launch_ws(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
-              int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
+template <int FMT>
+int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
+                 int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
   using L = LgSmem<FMT>;
   constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
-  auto kern = qgemm_ws_kernel<FMT, AD>;
+  auto kern = qgemm_ws_kernel<FMT>;
   const int ntiles = npad / 16;
   const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
   const int kch = K / 128, sms = device_sms();
-  static const bool useCluster = env_int("DSV4GO_LG_CLUSTER", 1) != 0;
-  static const int dbg = env_int("DSV4GO_LG_DBG", 0);
   if (splits <= 0) { // split K only while the grid stays under one wave, >= 2 chunks per split
     const long long blocks = (long long)rb * tb;
     splits = blocks >= sms ? 1 : sms / (int)blocks;
     splits = min(splits, max(1, kch / 2));
-    if (useCluster)
-      while (splits & (splits - 1)) splits &= splits - 1; // a power of two (cluster sizes)
+    while (splits & (splits - 1)) splits &= splits - 1; // a power of two (cluster sizes)
   }
   splits = max(1, min(splits, kch));
   const int per = (kch + splits - 1) / splits;
@@ -663,11 +498,11 @@ int launch_ws(const void *w, const void *sc, int N, int npad, int K, float alpha
   cfg.dynamicSmemBytes = SMEM;
   cfg.stream = st;
   int mode = accumulate ? 1 : 0;
-  cudaLaunchAttribute at[1];
+  cudaLaunchAttribute at[2];
   if (splits > 1) {
     // Reduce the splits in a cluster when all clusters fit on the GPU at once, else atomics.
-    static int cache[64][5];
-    if (useCluster && (splits & (splits - 1)) == 0 && splits <= 16 &&
+    static int cache[64][3];
+    if ((splits & (splits - 1)) == 0 && splits <= 8 &&
         (long long)max_clusters(kern, cfg, splits, cache) * splits >= units) {
       mode = 3;
       at[0].id = cudaLaunchAttributeClusterDimension;
@@ -686,25 +521,21 @@ int launch_ws(const void *w, const void *sc, int N, int npad, int K, float alpha
       }
     }
   }
+  // Programmatic dependent launch (the kernel waits for the previous grid before it reads x
+  // or writes y), except right after the split-K memset.
+  if (!(mode == 2 && !accumulate)) {
+    at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs++;
+  }
   cfg.gridDim = dim3(mode == 3 ? (unsigned)units : (unsigned)min(units, (long long)sms));
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                      alpha, (const __nv_bfloat16 *)x, ldx, y, ldy, M, N, rb,
-                                     splits, (int)units, per, mode, accumulate, dbg);
+                                     splits, (int)units, per, mode, accumulate);
   if (e != cudaSuccess) return (int)e;
   return (int)cudaGetLastError();
-}
-
-template <int FMT>
-int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float alpha,
-                 const void *x, int ldx, float *y, int ldy, int M, int accumulate, int splits,
-                 cudaStream_t st) {
-  static const int variant = env_int("DSV4GO_LG_VARIANT", 2);
-  if (variant == 0)
-    return launch_wgmma_v1<FMT>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
-  if (variant == 1)
-    return launch_ws<FMT, 1>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
-  return launch_ws<FMT, 2>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
 }
 
 } // namespace

@@ -10,7 +10,8 @@
 //   f16-cvt:   E2M1 nibbles placed in E4M3 bytes (s00 e1e0m 00, value e2m1 * 2^-6), converted by
 //              the FP8 conversion instruction cvt.rn.f16x2.e4m3x2, scale multiply in f16, f16 MMA
 //              (x would be staged in f16);
-//   mma-only:  no decode (the word itself is the A operand): the cost of the multiply + MMA.
+//   mma-only:  no decode (the word itself is the A operand): the cost of the multiply + MMA;
+//   bf16-bits, shifts on the FMA pipe: bf16-bits with three of its five shifts as IMAD.
 // Output: decoded words (8 values) per ns on the whole GPU, and the NVFP4 stream rate that
 // would keep up (4.5 bytes per word: 4 of E2M1, 0.5 of E4M3 scales).
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 -o cuda_decode_probe tools/cuda_decode_probe.cu
@@ -50,6 +51,28 @@ __device__ __forceinline__ void dec_bits(uint32_t q, uint32_t (&a)[4]) {
   a[0] = q & M;
   a[1] = rotr(q, 3) & M;
   a[2] = (rotr(q, 6) & MAG) | (rotr(q, 1) & SG);
+  a[3] = (rotr(q, 13) & MAG) | (rotr(q, 2) & SG);
+}
+
+// the same decode with part of the shifts on the FMA pipe (mul.hi / mul.lo by powers of two
+// compile to IMAD.HI / IMAD.SHL): the integer ALU pipe issues at half rate and carries every
+// LOP3 and SHF, the FMA pipe only the block-scale multiplies. Bit-identical to dec_bits.
+__device__ __forceinline__ uint32_t shr_f(uint32_t v, int s) { // v >> s on the FMA pipe
+  uint32_t r;
+  asm("mul.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(v), "r"(1u << (32 - s)));
+  return r;
+}
+__device__ __forceinline__ uint32_t shl_f(uint32_t v, int s) { // v << s on the FMA pipe
+  uint32_t r;
+  asm("mul.lo.u32 %0, %1, %2;" : "=r"(r) : "r"(v), "r"(1u << s));
+  return r;
+}
+__device__ __forceinline__ uint32_t lop_or_and(uint32_t a, uint32_t b, uint32_t m) { return (a | b) & m; }
+__device__ __forceinline__ void dec_bits_fma(uint32_t q, uint32_t (&a)[4]) {
+  const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
+  a[0] = q & M;
+  a[1] = lop_or_and(shr_f(q, 3), shl_f(q, 29), M);                          // rotr(q, 3) & M
+  a[2] = (shr_f(q, 6) & MAG) | ((shr_f(q, 1) & 0x00008000u) | shl_f(q, 31)); // rotr 6 / rotr 1
   a[3] = (rotr(q, 13) & MAG) | (rotr(q, 2) & SG);
 }
 
@@ -93,6 +116,11 @@ __global__ void __launch_bounds__(256) probe(uint32_t seed, int iters, float *ou
 #pragma unroll
         for (int k = 0; k < 4; k++) a[k] = hmul(a[k], S);
         mma_f16(acc[w & 3], a, b0, b1);
+      } else if (V == 3) {
+        dec_bits_fma(qw, a);
+#pragma unroll
+        for (int k = 0; k < 4; k++) a[k] = bmul(a[k], S);
+        mma_bf16(acc[w & 3], a, b0, b1);
       } else {
 #pragma unroll
         for (int k = 0; k < 4; k++) a[k] = bmul(qw ^ k, S);
@@ -134,10 +162,12 @@ int main() {
   cudaMalloc(&out, 64 << 20);
   printf("SMs %d, max SM clock %.0f MHz\n", sms, clk / 1e3);
   printf("| variant | warps/SM | words/ns (GPU) | NVFP4 GB/s it keeps up with |\n|---|---|---|---|\n");
-  const char *names[3] = {"bf16-bits (kernels' decode)", "f16-cvt (E4M3 conversion)", "mma-only (no decode)"};
+  const char *names[4] = {"bf16-bits (kernels' decode)", "f16-cvt (E4M3 conversion)", "mma-only (no decode)",
+                          "bf16-bits, shifts on the FMA pipe"};
   for (int bps = 2; bps <= 4; bps += 2) {
-    double r[3] = {run<0>(sms, bps, 4096, out), run<1>(sms, bps, 4096, out), run<2>(sms, bps, 4096, out)};
-    for (int v = 0; v < 3; v++) printf("| %s | %d | %.1f | %.0f |\n", names[v], bps * 8, r[v], r[v] * 4.5);
+    double r[4] = {run<0>(sms, bps, 4096, out), run<1>(sms, bps, 4096, out), run<2>(sms, bps, 4096, out),
+                   run<3>(sms, bps, 4096, out)};
+    for (int v = 0; v < 4; v++) printf("| %s | %d | %.1f | %.0f |\n", names[v], bps * 8, r[v], r[v] * 4.5);
   }
   cudaError_t e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {

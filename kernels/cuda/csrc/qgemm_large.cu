@@ -446,6 +446,14 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   }
 }
 
+// cluster_attr fills a launch attribute asking for clusters of cl blocks along x.
+static void cluster_attr(cudaLaunchAttribute &a, int cl) {
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = cl;
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+}
+
 // max_clusters returns how many clusters of cl blocks (2, 4 or 8) of the kernel (cfg: its block
 // and shared memory) can be resident at once on the current device, cached per device ordinal
 // and cluster size; 0 if unknown.
@@ -456,10 +464,7 @@ template <typename Kern> int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int
   if (i < 0) return 0;
   if (cache[dev][i] == 0) {
     cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = cl;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
+    cluster_attr(at[0], cl);
     cfg.attrs = at;
     cfg.numAttrs = 1;
     cfg.gridDim = dim3(cl);
@@ -505,10 +510,7 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     if ((splits & (splits - 1)) == 0 && splits <= 8 &&
         (long long)max_clusters(kern, cfg, splits, cache) * splits >= units) {
       mode = 3;
-      at[0].id = cudaLaunchAttributeClusterDimension;
-      at[0].val.clusterDim.x = splits;
-      at[0].val.clusterDim.y = 1;
-      at[0].val.clusterDim.z = 1;
+      cluster_attr(at[0], splits);
       cfg.attrs = at;
       cfg.numAttrs = 1;
     } else {

@@ -538,12 +538,6 @@ func TestQGEMMDecodeSplits(t *testing.T) {
 	}
 }
 
-// TestQGEMMLargeM covers the large-M GEMM (on compute capability 9.0: the wgmma kernel of
-// qgemm_large.cu) for every format: M = 256 and 2048 and ragged M, K from 1024 to 8192, N
-// that is not a multiple of the 128-row block (rows clamped to the last tile), automatic
-// split-K (small grids) and accumulate. splits = -2 forces the wgmma kernel at M <= 64 too.
-// Every token tile and the last tokens are checked, other tokens every fifth one, to keep
-// the float64 reference affordable.
 // runQGEMMCase runs one y = x . W^T (or y += with acc) of M fresh random bf16 rows through
 // Stream.QGEMMSplit (splits as given: 0 = the dispatch's choice) and checks the rows that
 // keep selects (nil: all) against the float64 reference with checkQGEMMRows' tolerance.
@@ -710,6 +704,13 @@ func runQGEMMTable(t *testing.T, cases []qgemmCases, rows func(m int) func(int) 
 	}
 }
 
+// TestQGEMMLargeM covers the large-M GEMM (on compute capability 9.0: the wgmma kernel of
+// qgemm_large.cu) for every format: M = 256 and 2048 and ragged M, K from 1024 to 8192, N
+// that is not a multiple of the 256-row block (rows clamped to the last tile), automatic
+// split-K (small grids: cluster reduction for 2-8 splits, atomics for 16) and accumulate,
+// and grids with more work units than SMs (persistent blocks). splits = -2 forces the wgmma
+// kernel at M <= 64 too. Every token tile and the last tokens are checked, other tokens every
+// fifth one, to keep the float64 reference affordable.
 func TestQGEMMLargeM(t *testing.T) {
 	runQGEMMTable(t, []qgemmCases{
 		{qcase{NVFP4, 256, 1024}, []int{256, 2048}, 0},

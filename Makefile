@@ -61,7 +61,7 @@ cuda-bins: cuda-lib
 	$(CUDA_GOENV) go test -c -tags cuda -o out/cuda/kernels-cuda.test ./kernels/cuda
 	$(CUDA_GOENV) go build -tags cuda -o out/cuda/cudabench ./kernels/cuda/cmd/cudabench
 	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o out/cuda/ceiling tools/cuda_ceiling.cu
-	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o out/cuda/decode_probe tools/cuda_decode_probe.cu
+	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o out/cuda/decode_probe tools/cuda_decode_probe.cu
 	strip out/cuda/kernels-cuda.test out/cuda/cudabench out/cuda/ceiling out/cuda/decode_probe
 
 cuda-clean:

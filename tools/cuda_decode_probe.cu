@@ -14,49 +14,32 @@
 //   bf16-bits, shifts on the FMA pipe: bf16-bits with three of its five shifts as IMAD.
 // Output: decoded words (8 values) per ns on the whole GPU, and the NVFP4 stream rate that
 // would keep up (4.5 bytes per word: 4 of E2M1, 0.5 of E4M3 scales).
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 -o cuda_decode_probe tools/cuda_decode_probe.cu
+// Build: make cuda-bins (out/cuda/decode_probe), or
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Ikernels/cuda/csrc -o decode_probe tools/cuda_decode_probe.cu
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "qgemm_common.cuh" // the kernels' rotr, bmul, dec_e2m1 and mma16816 (bf16)
+
 namespace {
 
-__device__ __forceinline__ uint32_t rotr(uint32_t v, int s) { return __funnelshift_r(v, v, s); }
-
-__device__ __forceinline__ uint32_t bmul(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a), *reinterpret_cast<__nv_bfloat162 *>(&b));
-  return *reinterpret_cast<uint32_t *>(&r);
-}
 __device__ __forceinline__ uint32_t hmul(uint32_t a, uint32_t b) {
   __half2 r = __hmul2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
   return *reinterpret_cast<uint32_t *>(&r);
 }
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// the kernels' decode (qgemm_common.cuh dec_e2m1)
-__device__ __forceinline__ void dec_bits(uint32_t q, uint32_t (&a)[4]) {
-  const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
-  a[0] = q & M;
-  a[1] = rotr(q, 3) & M;
-  a[2] = (rotr(q, 6) & MAG) | (rotr(q, 1) & SG);
-  a[3] = (rotr(q, 13) & MAG) | (rotr(q, 2) & SG);
-}
-
 // the same decode with part of the shifts on the FMA pipe (mul.hi / mul.lo by powers of two
 // compile to IMAD.HI / IMAD.SHL): the integer ALU pipe issues at half rate and carries every
-// LOP3 and SHF, the FMA pipe only the block-scale multiplies. Bit-identical to dec_bits.
+// LOP3 and SHF, the FMA pipe only the block-scale multiplies. Bit-identical to dec_e2m1.
 __device__ __forceinline__ uint32_t shr_f(uint32_t v, int s) { // v >> s on the FMA pipe
   uint32_t r;
   asm("mul.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(v), "r"(1u << (32 - s)));
@@ -107,10 +90,10 @@ __global__ void __launch_bounds__(256) probe(uint32_t seed, int iters, float *ou
       const uint32_t qw = q + w * 0x01010101u;
       uint32_t a[4];
       if (V == 0) {
-        dec_bits(qw, a);
+        dec_e2m1(qw, a);
 #pragma unroll
         for (int k = 0; k < 4; k++) a[k] = bmul(a[k], S);
-        mma_bf16(acc[w & 3], a, b0, b1);
+        mma16816(acc[w & 3], a, b0, b1);
       } else if (V == 1) {
         dec_cvt(qw, a);
 #pragma unroll
@@ -120,11 +103,11 @@ __global__ void __launch_bounds__(256) probe(uint32_t seed, int iters, float *ou
         dec_bits_fma(qw, a);
 #pragma unroll
         for (int k = 0; k < 4; k++) a[k] = bmul(a[k], S);
-        mma_bf16(acc[w & 3], a, b0, b1);
+        mma16816(acc[w & 3], a, b0, b1);
       } else {
 #pragma unroll
         for (int k = 0; k < 4; k++) a[k] = bmul(qw ^ k, S);
-        mma_bf16(acc[w & 3], a, b0, b1);
+        mma16816(acc[w & 3], a, b0, b1);
       }
     }
     q = q * 1664525u + 1013904223u;

@@ -10,8 +10,11 @@ model over the real DeepSeek-V4 vocabulary, so the expected answers are
 known) on a free port, runs the checks, and stops it (SIGTERM: the server
 drains). With --model-path it serves that checkpoint instead and checks
 what a trained model must satisfy (well-formed responses; with the embedded
-tiny model, "What is 17*23? Number only." -> "391"). Exit status 0 when every
-check passes; one line per check on stdout.
+tiny model, "What is 17*23? Number only." -> "391"). With --base-url the
+served model's id picks the checks: "dsv4-mock" (a server started with --mock)
+gets the scripted-model checks, anything else the trained-model ones ("dsv4-tiny":
+the embedded model's too); --expect overrides. Exit status 0 when every check
+passes; one line per check on stdout. Needs only the `openai` package.
 """
 
 import argparse
@@ -63,7 +66,7 @@ def start_server(args):
     port = free_port()
     exe = os.path.join(tempfile.mkdtemp(prefix="dsv4-check-"), "server")
     subprocess.run(["go", "build", "-o", exe, "./examples/server"], cwd=ROOT, check=True)
-    cmd = [exe, "--port", str(port), "--api-key", "check-key", "--log-level", "warn"]
+    cmd = [exe, "--port", str(port), "--api-key", args.api_key or "check-key", "--log-level", "warn"]
     cmd += ["--model-path", args.model_path] if args.model_path else ["--mock", "--mock-delay", "1ms"]
     proc = subprocess.Popen(cmd, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
@@ -226,12 +229,13 @@ def common_checks(c, base, model):
             check(f"error: {name}", isinstance(e.body, dict) and "message" in e.body, e.body)
         except Exception as e:  # wrong class
             check(f"error: {name}", False, repr(e))
-    bad = OpenAI(base_url=base, api_key="wrong", max_retries=0)
-    try:
-        bad.models.list()
-        check("error: bad api key", False, "no error")
-    except openai.AuthenticationError:
-        check("error: bad api key", True)
+    if c.api_key not in ("", "EMPTY"):  # the server requires a key: a wrong one must be refused
+        bad = OpenAI(base_url=base, api_key="wrong", max_retries=0)
+        try:
+            bad.models.list()
+            check("error: bad api key", False, "no error")
+        except openai.AuthenticationError:
+            check("error: bad api key", True)
 
     # a client that disconnects mid-stream frees its state
     stream = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "count 100000"}],
@@ -275,20 +279,32 @@ def common_checks(c, base, model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base-url", help="use a running server (…/v1) instead of starting one")
-    ap.add_argument("--api-key", default="check-key")
+    ap.add_argument("--api-key", help="the server's API key (default: check-key for the server this script starts; "
+                    "none with --base-url, and then the wrong-key check is skipped)")
     ap.add_argument("--model-path", help="serve this checkpoint instead of --mock")
     ap.add_argument("--model", help="model name (default: from /v1/models)")
+    ap.add_argument("--expect", choices=["auto", "mock", "model"], default="auto",
+                    help="which checks: the scripted --mock model's or a trained model's (auto: from how the "
+                         "server was started, or with --base-url from the served model id)")
     args = ap.parse_args()
     proc = None
     base = args.base_url
     if not base:
         proc, base = start_server(args)
     try:
-        c = OpenAI(base_url=base, api_key=args.api_key, max_retries=0, timeout=120)
-        c._model_path = args.model_path or ""
+        key = args.api_key or ("EMPTY" if args.base_url else "check-key")
+        c = OpenAI(base_url=base, api_key=key, max_retries=0, timeout=120)
         model = args.model or c.models.list().data[0].id
+        expect = args.expect
+        if expect == "auto":
+            if args.base_url:
+                expect = "mock" if model == "dsv4-mock" else "model"
+            else:
+                expect = "model" if args.model_path else "mock"
+        # the embedded model's own checks: by checkpoint directory, or by served name
+        c._model_path = args.model_path or ("dsv4-tiny" if model == "dsv4-tiny" else "")
         common_checks(c, base, model)
-        if args.model_path:
+        if expect == "model":
             model_checks(c, model)
         else:
             mock_checks(c, model)

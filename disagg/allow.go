@@ -9,8 +9,28 @@ import (
 
 // ErrBootstrapNotAllowed: a request named a bootstrap_host that is not in
 // the decode server's DecodeConfig.AllowedBootstrapHosts (HTTP 403). The
-// server refuses it without connecting anywhere.
+// server refuses it without connecting anywhere; the error it returns is a
+// *BootstrapNotAllowedError, which matches this with errors.Is.
 var ErrBootstrapNotAllowed = errors.New("disagg: bootstrap_host not allowed")
+
+// BootstrapNotAllowedError is the decode server's refusal of a request whose
+// bootstrap_host its allow-list does not allow. Its message names the host
+// and the setting that allows it, so that a client seeing the 403 knows what
+// to change; errors.Is(err, ErrBootstrapNotAllowed) holds.
+type BootstrapNotAllowedError struct {
+	// Host is the bootstrap_host the request named, as written.
+	Host string
+}
+
+// Error says which host was refused and how to allow it.
+func (e *BootstrapNotAllowedError) Error() string {
+	return fmt.Sprintf("%v by the decode server's allow-list: %q "+
+		"(--allowed-bootstrap-hosts / DecodeConfig.AllowedBootstrapHosts, default loopback hosts only; "+
+		"names are matched as written, not resolved)", ErrBootstrapNotAllowed, e.Host)
+}
+
+// Unwrap returns ErrBootstrapNotAllowed.
+func (e *BootstrapNotAllowedError) Unwrap() error { return ErrBootstrapNotAllowed }
 
 // HostAllowList is the set of prefill hosts a decode server may dial for a
 // request's bootstrap_host (or kv_transfer_params): exact host names

@@ -2,6 +2,12 @@ package disagg
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -47,22 +53,98 @@ func TestHostAllowList(t *testing.T) {
 	}
 }
 
+// recordHandler is a slog.Handler that keeps the records it is given.
+type recordHandler struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Clone())
+	return nil
+}
+
+// warnings returns the warning records' "host" and "room" attributes, one
+// "host room" string each.
+func (h *recordHandler) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.recs {
+		if r.Level != slog.LevelWarn {
+			continue
+		}
+		var host, room string
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "host":
+				host = a.Value.String()
+			case "room":
+				room = a.Value.String()
+			}
+			return true
+		})
+		out = append(out, host+" "+room)
+	}
+	return out
+}
+
+// TestBootstrapNotAllowedError: the refusal names the host and the setting
+// that allows it, and matches ErrBootstrapNotAllowed (HTTP 403
+// bootstrap_host_not_allowed).
+func TestBootstrapNotAllowedError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want []string
+	}{
+		{&BootstrapNotAllowedError{Host: "10.1.2.3"}, []string{`"10.1.2.3"`, "--allowed-bootstrap-hosts", "DecodeConfig.AllowedBootstrapHosts", "not resolved"}},
+		{fmt.Errorf("decode: %w", &BootstrapNotAllowedError{Host: "localhost"}), []string{`"localhost"`, "bootstrap_host not allowed"}},
+	} {
+		if !errors.Is(tc.err, ErrBootstrapNotAllowed) {
+			t.Errorf("%v: not ErrBootstrapNotAllowed", tc.err)
+		}
+		var e *BootstrapNotAllowedError
+		if !errors.As(tc.err, &e) {
+			t.Errorf("%v: not a *BootstrapNotAllowedError", tc.err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(tc.err.Error(), w) {
+				t.Errorf("%q lacks %q", tc.err, w)
+			}
+		}
+		if st, _, code := errorStatus(tc.err); st != 403 || code != "bootstrap_host_not_allowed" {
+			t.Errorf("%v: %d %s", tc.err, st, code)
+		}
+	}
+}
+
 // TestDecodeAllowedBootstrapHosts (BREAKER F18): a decode server with an
 // allow-list refuses a bootstrap_host outside it with 403 at once, without
-// dialling (port 1 would answer 502 connection refused), and serves one
-// inside it.
+// dialling (port 1 would answer 502 connection refused), saying how to allow
+// it and logging one warning with the host and the room per refusal, and
+// serves one inside it.
 func TestDecodeAllowedBootstrapHosts(t *testing.T) {
 	ctx := context.Background()
 	other, _ := ParseHostAllowList("10.9.9.9")
-	pd := startPDWith(t, PrefillConfig{}, DecodeConfig{AllowedBootstrapHosts: other, FetchTimeout: 30 * time.Second})
+	logs := &recordHandler{}
+	pd := startPDWith(t, PrefillConfig{}, DecodeConfig{AllowedBootstrapHosts: other, FetchTimeout: 30 * time.Second, Logger: slog.New(logs)})
 	body := `{"messages":[{"role":"user","content":"What is 17*23?"}],"max_tokens":4}`
 	for _, b := range []string{withBootstrap(body, 1, 7), withBootstrap(body, pd.bootPort, 8),
 		`{"messages":[{"role":"user","content":"hi"}],"kv_transfer_params":{"bootstrap_host":"127.0.0.1","bootstrap_port":1,"bootstrap_room":9}}`} {
 		t0 := time.Now()
 		resp, out := post(t, ctx, pd.dURL, b)
-		if resp.StatusCode != 403 || errCode(t, out) != "bootstrap_host_not_allowed" || time.Since(t0) > fast {
+		if resp.StatusCode != 403 || errCode(t, out) != "bootstrap_host_not_allowed" || time.Since(t0) > fast ||
+			!strings.Contains(out, "--allowed-bootstrap-hosts") {
 			t.Fatalf("%d after %v: %s", resp.StatusCode, time.Since(t0), out)
 		}
+	}
+	if got, want := logs.warnings(), []string{"127.0.0.1 7", "127.0.0.1 8", "127.0.0.1 9"}; !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
 	}
 	// Requests without bootstrap fields (decode-only fallback) are unaffected.
 	if resp, out := post(t, ctx, pd.dURL, body); resp.StatusCode != 200 {

@@ -50,7 +50,12 @@ type DecodeConfig struct {
 	// Empty (the zero value): the loopback hosts only (127.0.0.0/8, ::1,
 	// localhost), so a decode server on a network names its prefill hosts
 	// explicitly; AnyHost is SGLang's behaviour (any host: only when no one
-	// but the router can reach the decode server).
+	// but the router can reach the decode server). A non-empty list replaces
+	// the loopback default (name 127.0.0.1 too to keep local prefill
+	// servers), and host names are compared as written, never resolved
+	// ("localhost" and "127.0.0.1" are different entries). Each refusal is
+	// logged as one warning with the host and the room
+	// (*BootstrapNotAllowedError to the client).
 	AllowedBootstrapHosts HostAllowList
 	// Registry receives the metrics (default: a new registry, served at
 	// /metrics by Handler).
@@ -230,7 +235,13 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	if !d.cfg.AllowedBootstrapHosts.Allows(bs.Host) {
 		d.failures.WithLabelValues("request").Inc()
-		writeErr(w, fmt.Errorf("%w: %q", ErrBootstrapNotAllowed, bs.Host))
+		allowed := d.cfg.AllowedBootstrapHosts.String()
+		if allowed == "" {
+			allowed = "loopback (default)"
+		}
+		d.log.Warn("refused a bootstrap_host outside the allow-list (see --allowed-bootstrap-hosts / DecodeConfig.AllowedBootstrapHosts)",
+			"host", bs.Host, "room", bs.Room, "allowed", allowed)
+		writeErr(w, &BootstrapNotAllowedError{Host: bs.Host})
 		return
 	}
 	d.live.Inc()

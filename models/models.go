@@ -36,6 +36,13 @@ import (
 // TinyName is the name of the embedded model, and of its folder.
 const TinyName = "dsv4-tiny"
 
+// TinyContextLength is the served context, in tokens, that the examples
+// (server, pd) use for the embedded model when none is given: its config
+// allows 1,048,576 positions, but it was trained on short turns, and an
+// unbounded default would let one request hold a CPU for minutes (and size a
+// decode server's KV transfer bound, disagg.LimitsFor, for 1M tokens).
+const TinyContextLength = 4096
+
 // TinyFiles lists the files of the embedded model, in the HF layout.
 var TinyFiles = []string{
 	"config.json",

@@ -9,7 +9,16 @@
 // prompt and holding the request's KV state for the decode server, which
 // fetches it over gRPC from the bootstrap port (package disagg).
 // --disaggregation-mode null serves co-located (prefill and decode in one
-// engine). --model-path defaults to the embedded dsv4-tiny model.
+// engine). --model-path defaults to the embedded dsv4-tiny model, served with
+// --context-length models.TinyContextLength (4096) unless given, as
+// examples/server does.
+//
+// Where a decode server gets the prefill host it dials: in concurrent mode
+// the router names it (the host part of the router's --prefill URL); in
+// sequential mode the prefill server advertises its --bootstrap-host (default
+// --host) in each answer's kv_transfer_params. A prefill server listening on
+// a wildcard --host (0.0.0.0, ::) has no address to advertise, so it refuses
+// to start without --bootstrap-host.
 //
 // Trust model (as SGLang's): the prefill and decode servers are internal,
 // reached only through the router. A decode server dials the
@@ -49,14 +58,33 @@ import (
 	"github.com/dsv4go/dsv4go/models"
 )
 
-// stdout receives the "listening ..." line (tests replace it).
-var stdout io.Writer = os.Stdout
+// stdout receives the "listening ..." line, stderr the usage and errors
+// (tests replace them).
+var stdout, stderr io.Writer = os.Stdout, os.Stderr
 
 func main() {
-	if err := run(context.Background(), os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "pd:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(context.Background(), os.Args[1:])))
+}
+
+// exitCode is the process status for run's error: 0 for none and for -h
+// (flag.ErrHelp: the usage was asked for and printed), otherwise 1 after
+// printing the error on stderr.
+func exitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
+	fmt.Fprintln(stderr, "pd:", err)
+	return 1
+}
+
+// isWildcard reports whether host is an unspecified address ("", 0.0.0.0,
+// ::): one to listen on, but not one that another machine can dial.
+func isWildcard(host string) bool {
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.Unmap().IsUnspecified()
 }
 
 // isLoopback reports whether listening on host exposes the server to this
@@ -71,10 +99,12 @@ func isLoopback(host string) bool {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	mode := fs.String("disaggregation-mode", "null", "prefill, decode or null (co-located)")
 	bootPort := fs.Int("disaggregation-bootstrap-port", 8998, "prefill: port of the bootstrap (KV transfer) service")
 	backend := fs.String("disaggregation-transfer-backend", "grpc", "KV transfer backend (grpc)")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
+	bootHost := fs.String("bootstrap-host", "", "prefill: the address decode servers use to reach this server's bootstrap service, advertised as bootstrap_host in sequential-mode kv_transfer_params (default --host; required when --host is a wildcard such as 0.0.0.0 or ::)")
 	port := fs.Int("port", 30000, "HTTP port (0: any free port)")
 	modelPath := fs.String("model-path", "", "model directory (default: the embedded dsv4-tiny)")
 	name := fs.String("served-model-name", "", "model name in the API (default: dsv4-tiny or the directory name)")
@@ -83,13 +113,24 @@ func run(ctx context.Context, args []string) error {
 	chunk := fs.Int("kv-chunk-bytes", 0, "prefill: KV frame payload in bytes (0: 1 MiB)")
 	frameDelay := fs.Duration("kv-debug-frame-delay", 0, "prefill: sleep before each KV frame (fault tests only)")
 	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
-	allowed := fs.String("allowed-bootstrap-hosts", "", "decode: comma-separated host names, IPs and CIDR prefixes that a request's bootstrap_host may name, or \"*\" for any host (SGLang's default; only if no one but the router reaches this server). Default: loopback prefill servers only, and a decode server on a non-loopback --host refuses to start without it")
-	ctxLen := fs.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's)")
+	allowed := fs.String("allowed-bootstrap-hosts", "", "decode: comma-separated host names, IPs and CIDR prefixes that a request's bootstrap_host may name, or \"*\" for any host (SGLang's default; only if no one but the router reaches this server); names are matched as written, never resolved, and the list replaces the loopback default (add 127.0.0.1 to keep local prefill servers). Default: loopback prefill servers only, and a decode server on a non-loopback --host refuses to start without it")
+	ctxLen := fs.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's; for the embedded dsv4-tiny, trained on short turns, "+strconv.Itoa(models.TinyContextLength)+", as examples/server)")
 	hdrTimeout := fs.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
 	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")
 	idleTimeout := fs.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := checkRoleFlags(*mode, *host, *bootHost, set); err != nil {
+		return err
+	}
+	if *bootHost == "" {
+		*bootHost = *host
 	}
 	allow, err := disagg.ParseHostAllowList(*allowed)
 	if err != nil {
@@ -113,13 +154,16 @@ func run(ctx context.Context, args []string) error {
 		}
 		dir = d
 		if *name == "" {
-			*name = "dsv4-tiny"
+			*name = models.TinyName
+		}
+		if *ctxLen == 0 {
+			*ctxLen = models.TinyContextLength
 		}
 	}
 	if *name == "" {
 		*name = dir
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	m, err := dsv4.Load(ctx, dir)
 	if err != nil {
 		return err
@@ -137,7 +181,7 @@ func run(ctx context.Context, args []string) error {
 	announce := "listening http=" + lis.Addr().String()
 	switch *mode {
 	case "prefill":
-		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, BootstrapHost: *host,
+		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, BootstrapHost: *bootHost,
 			Transport:     &disagg.GRPCTransport{ChunkBytes: *chunk, FrameDelay: *frameDelay},
 			MaxConcurrent: *maxPrefills, Lease: *lease, ContextLength: *ctxLen, Logger: log})
 		if err != nil {
@@ -184,4 +228,33 @@ func run(ctx context.Context, args []string) error {
 		err = nil
 	}
 	return err
+}
+
+// checkRoleFlags refuses flags that do not apply to the --disaggregation-mode
+// (set holds the names of the flags given) and a prefill server that would
+// advertise a wildcard bootstrap address: decode servers would refuse
+// "0.0.0.0" or, allowed, dial their own machine.
+func checkRoleFlags(mode, host, bootHost string, set map[string]bool) error {
+	switch mode {
+	case "prefill", "decode", "null":
+	default:
+		return fmt.Errorf("--disaggregation-mode must be prefill, decode or null, not %q", mode)
+	}
+	if set["allowed-bootstrap-hosts"] && mode != "decode" {
+		return fmt.Errorf("--allowed-bootstrap-hosts only applies to decode servers (--disaggregation-mode decode): "+
+			"it limits the prefill hosts a decode server fetches KV state from; it has no effect with --disaggregation-mode %s", mode)
+	}
+	if set["bootstrap-host"] && mode != "prefill" {
+		return fmt.Errorf("--bootstrap-host only applies to prefill servers (--disaggregation-mode prefill): "+
+			"a decode server takes the prefill host from each request's bootstrap_host; it has no effect with --disaggregation-mode %s", mode)
+	}
+	if mode == "prefill" && set["bootstrap-host"] && isWildcard(bootHost) {
+		return fmt.Errorf("--bootstrap-host %q is a wildcard address: give one that decode servers can dial (this machine's IP address or host name)", bootHost)
+	}
+	if mode == "prefill" && !set["bootstrap-host"] && isWildcard(host) {
+		return fmt.Errorf("--bootstrap-host is required for a prefill server on --host %q: it is the address decode servers "+
+			"dial for this server's bootstrap service (advertised as bootstrap_host in kv_transfer_params), and a wildcard "+
+			"listen address is not one they can dial; pass this machine's IP address or host name, e.g. --bootstrap-host 10.0.0.5", host)
+	}
+	return nil
 }

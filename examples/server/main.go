@@ -75,11 +75,6 @@ func mockTokenizer() (*tokenizer.Tokenizer, error) {
 	return tokenizer.Parse(tj, cfg)
 }
 
-// tinyContextLength is the default --context-length for the embedded
-// dsv4-tiny: its config allows 1M tokens, but it was trained on short turns
-// and an unbounded default would let one request hold the CPU for minutes.
-const tinyContextLength = 4096
-
 func run() error {
 	var (
 		modelPath      = flag.String("model-path", "", "checkpoint directory (config.json, safetensors, tokenizer.json); default: the embedded tiny model")
@@ -95,7 +90,7 @@ func run() error {
 		maxQueued      = flag.Int("max-queued-requests", 1024, "most requests waiting for admission (more get 503)")
 		stateMem       = flag.Int64("max-state-bytes", 0, "KV state memory budget in bytes (0: unlimited); a request reserves its worst case, prompt + max_tokens")
 		defaultMaxTok  = flag.Int("default-max-tokens", 0, "max_tokens of requests that set none (0: the rest of the context)")
-		contextLen     = flag.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's; for the embedded dsv4-tiny, trained on short turns, "+strconv.Itoa(tinyContextLength)+")")
+		contextLen     = flag.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's; for the embedded dsv4-tiny, trained on short turns, "+strconv.Itoa(models.TinyContextLength)+")")
 		maxBody        = flag.Int64("max-body-bytes", 8<<20, "request body limit")
 		drainTimeout   = flag.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for running requests")
 		logLevel       = flag.String("log-level", "info", "debug, info, warn, error")
@@ -119,7 +114,7 @@ func run() error {
 		}
 		*modelPath = dir
 		if *contextLen == 0 {
-			*contextLen = tinyContextLength
+			*contextLen = models.TinyContextLength
 		}
 		if *servedName == "" {
 			*servedName = models.TinyName

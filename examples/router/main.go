@@ -8,7 +8,12 @@
 //
 // --prefill takes the prefill server's URL and, optionally, its bootstrap
 // port (learned from its /server_info otherwise); both --prefill and
-// --decode repeat. --sequential uses the prefill-then-decode coordination
+// --decode repeat. In concurrent mode the host part of a --prefill URL is
+// the bootstrap_host that decode servers dial for the KV state, so it must
+// be an address they can reach and that their --allowed-bootstrap-hosts
+// names as written (http://localhost:30001 sends "localhost", not
+// "127.0.0.1"); in sequential mode the prefill server advertises its own
+// --bootstrap-host instead. --sequential uses the prefill-then-decode coordination
 // (the prefill answer's kv_transfer_params handed to decode) instead of
 // concurrent dispatch. Port 0 picks a free port; the address is printed on
 // stdout as "listening http=HOST:PORT".
@@ -19,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -32,17 +38,54 @@ import (
 	"github.com/dsv4go/dsv4go/internal/httpserve"
 )
 
+// stderr receives the usage and errors (tests replace it).
+var stderr io.Writer = os.Stderr
+
 func main() {
-	if err := run(context.Background(), os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "router:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(context.Background(), os.Args[1:])))
+}
+
+// exitCode is the process status for run's error: 0 for none and for -h
+// (flag.ErrHelp: the usage was asked for and printed), otherwise 1 after
+// printing the error on stderr.
+func exitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
+	fmt.Fprintln(stderr, "router:", err)
+	return 1
 }
 
 type urls []string
 
 func (u *urls) String() string     { return strings.Join(*u, ",") }
 func (u *urls) Set(s string) error { *u = append(*u, strings.Split(s, ",")...); return nil }
+
+// prefillFlag is --prefill in the flag set: splitPrefill takes the
+// two-value forms out of the arguments first, so the flag set sees only
+// "-prefill=URL", and lists --prefill in the usage.
+type prefillFlag struct{ w *[]disagg.PrefillWorker }
+
+func (p prefillFlag) String() string {
+	if p.w == nil {
+		return ""
+	}
+	var s []string
+	for _, w := range *p.w {
+		s = append(s, w.URL)
+	}
+	return strings.Join(s, ",")
+}
+
+func (p prefillFlag) Set(s string) error {
+	*p.w = append(*p.w, disagg.PrefillWorker{URL: s})
+	return nil
+}
+
+// prefillUsage is --prefill's line in the usage.
+const prefillUsage = "PD mode: prefill server `URL`, optionally followed by its bootstrap port as a separate argument " +
+	"(--prefill http://10.0.0.5:30001 8998; default: learned from its /server_info); repeatable. " +
+	"In concurrent mode the URL's host is the bootstrap_host decode servers dial, matched as written against their --allowed-bootstrap-hosts"
 
 // splitPrefill pulls "--prefill URL [PORT]" out of args (a two-value flag
 // the flag package cannot express).
@@ -81,6 +124,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Var(prefillFlag{&prefill}, "prefill", prefillUsage)
 	var workers, decode urls
 	fs.Var(&workers, "worker-urls", "regular mode: worker URLs (repeat or comma-separate)")
 	fs.Var(&decode, "decode", "PD mode: decode server URL (repeatable)")

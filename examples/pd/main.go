@@ -54,6 +54,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/disagg"
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/cmdexit"
 	"github.com/dsv4go/dsv4go/internal/httpserve"
 	"github.com/dsv4go/dsv4go/models"
 )
@@ -66,16 +67,8 @@ func main() {
 	os.Exit(exitCode(run(context.Background(), os.Args[1:])))
 }
 
-// exitCode is the process status for run's error: 0 for none and for -h
-// (flag.ErrHelp: the usage was asked for and printed), otherwise 1 after
-// printing the error on stderr.
-func exitCode(err error) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	fmt.Fprintln(stderr, "pd:", err)
-	return 1
-}
+// exitCode is the process status for run's error (cmdexit.Code: 0 for -h).
+func exitCode(err error) int { return cmdexit.Code("pd", stderr, err) }
 
 // isWildcard reports whether host is an unspecified address ("", 0.0.0.0,
 // ::): one to listen on, but not one that another machine can dial.

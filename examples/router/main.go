@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/disagg"
+	"github.com/dsv4go/dsv4go/internal/cmdexit"
 	"github.com/dsv4go/dsv4go/internal/httpserve"
 )
 
@@ -45,16 +46,8 @@ func main() {
 	os.Exit(exitCode(run(context.Background(), os.Args[1:])))
 }
 
-// exitCode is the process status for run's error: 0 for none and for -h
-// (flag.ErrHelp: the usage was asked for and printed), otherwise 1 after
-// printing the error on stderr.
-func exitCode(err error) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	fmt.Fprintln(stderr, "router:", err)
-	return 1
-}
+// exitCode is the process status for run's error (cmdexit.Code: 0 for -h).
+func exitCode(err error) int { return cmdexit.Code("router", stderr, err) }
 
 type urls []string
 

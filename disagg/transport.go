@@ -45,6 +45,11 @@ type Transport interface {
 	// Dial connects to the prefill server at addr ("host:port") and runs the
 	// handshake: it fails with ErrIncompatible if the peer's identity is
 	// not compatible with local, ErrUnavailable if it cannot be reached.
+	// A DecodeServer bounds what a *GRPCTransport's connections accept by
+	// its model (LimitsFor); any other Transport enforces its own bounds
+	// (the wire decoder's defaults are DefaultMaxStateBytes, 1 GiB, and
+	// DefaultMaxPrompt: set GRPCTransport.Limits, or wrap with care, for
+	// larger states).
 	Dial(ctx context.Context, addr string, local Identity) (Conn, error)
 }
 

@@ -300,14 +300,9 @@ type Limits struct {
 	MaxPrompt int
 }
 
+// fill returns l with its unset fields at the package defaults.
 func (l Limits) fill() Limits {
-	if l.MaxStateBytes <= 0 {
-		l.MaxStateBytes = DefaultMaxStateBytes
-	}
-	if l.MaxPrompt <= 0 {
-		l.MaxPrompt = DefaultMaxPrompt
-	}
-	return l
+	return l.or(Limits{MaxStateBytes: DefaultMaxStateBytes, MaxPrompt: DefaultMaxPrompt})
 }
 
 // or returns l with its unset (≤ 0) fields taken from d.

@@ -176,18 +176,18 @@ def mock_checks(c, model):
     check("completions stream", text == "w1 w2 w3 w4", text)
 
 
-def model_checks(c, model):
+def model_checks(c, model, tiny):
     r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "What is 17*23? Number only."}],
                                   temperature=0, max_tokens=32)
     check("chat answers", r.choices[0].finish_reason in ("stop", "length") and r.usage.completion_tokens > 0, r)
     print(f"     17*23 -> {r.choices[0].message.content!r}")
-    if os.path.basename(os.path.normpath(c._model_path)) == "dsv4-tiny":
+    if tiny:
         check("embedded model: 17*23 = 391", (r.choices[0].message.content or "").strip() == "391", r.choices[0].message)
     text = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "What is 17*23? Number only."}], temperature=0,
         max_tokens=32, stream=True) if ch.choices)
     check("stream equals non-stream (greedy)", text == (r.choices[0].message.content or ""), (text, r.choices[0].message.content))
-    if os.path.basename(os.path.normpath(c._model_path)) != "dsv4-tiny":
+    if not tiny:
         return
     # the embedded model's training conversations (tools/train_tiny): tool calls and thinking
     convs = {}
@@ -302,10 +302,10 @@ def main():
             else:
                 expect = "model" if args.model_path else "mock"
         # the embedded model's own checks: by checkpoint directory, or by served name
-        c._model_path = args.model_path or ("dsv4-tiny" if model == "dsv4-tiny" else "")
+        tiny = model == "dsv4-tiny" or os.path.basename(os.path.normpath(args.model_path or "")) == "dsv4-tiny"
         common_checks(c, base, model)
         if expect == "model":
-            model_checks(c, model)
+            model_checks(c, model, tiny)
         else:
             mock_checks(c, model)
     finally:

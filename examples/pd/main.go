@@ -81,13 +81,10 @@ func isWildcard(host string) bool {
 }
 
 // isLoopback reports whether listening on host exposes the server to this
-// machine only.
+// machine only: the rule of a decode server's default (empty) allow-list, so
+// that pd and the server agree on what loopback means.
 func isLoopback(host string) bool {
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && a.Unmap().IsLoopback()
+	return disagg.HostAllowList{}.Allows(host)
 }
 
 func run(ctx context.Context, args []string) error {

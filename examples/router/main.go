@@ -87,11 +87,7 @@ func splitPrefill(args []string) ([]disagg.PrefillWorker, []string, error) {
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if a != "--prefill" && a != "-prefill" {
-			if v, ok := strings.CutPrefix(a, "--prefill="); ok {
-				pw = append(pw, disagg.PrefillWorker{URL: v})
-				continue
-			}
+		if a != "--prefill" && a != "-prefill" { // --prefill=URL is left to the flag set
 			rest = append(rest, a)
 			continue
 		}
@@ -144,7 +140,7 @@ func run(ctx context.Context, args []string) error {
 	if len(prefill) > 0 || len(decode) > 0 {
 		*pd = true
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	rt, err := disagg.NewRouter(disagg.RouterConfig{PD: *pd, Workers: workers, Prefill: prefill, Decode: decode,
 		Policy: *policy, PrefillPolicy: *pPolicy, DecodePolicy: *dPolicy, Sequential: *sequential,
 		MaxAttempts: *attempts, HealthInterval: *health, HealthFailures: *healthFails, Logger: log})

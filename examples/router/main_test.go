@@ -45,7 +45,7 @@ func TestSplitPrefill(t *testing.T) {
 		{args: []string{"--prefill", "http://a:1", "8998", "--port", "0"},
 			want: []disagg.PrefillWorker{{URL: "http://a:1", BootstrapPort: 8998}}, rest: []string{"--port", "0"}},
 		{args: []string{"-prefill", "http://a:1", "--prefill=http://b:2", "--decode", "http://c:3"},
-			want: []disagg.PrefillWorker{{URL: "http://a:1"}, {URL: "http://b:2"}}, rest: []string{"--decode", "http://c:3"}},
+			want: []disagg.PrefillWorker{{URL: "http://a:1"}}, rest: []string{"--prefill=http://b:2", "--decode", "http://c:3"}},
 		{args: []string{"--port", "0"}, rest: []string{"--port", "0"}},
 		{args: []string{"--prefill"}, wantErr: true},
 	} {

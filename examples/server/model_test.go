@@ -199,7 +199,7 @@ var keyTurns = map[string]bool{"arith_17x23/1": true, "think_00/1": true, "tool_
 func TestTinyModelTrainingTurns(t *testing.T) {
 	ts := startTinyServer(t)
 	turns := trainingTurns(t)
-	if raceEnabled { // the key turns and every 12th: 15 of 118
+	if raceEnabled { // the key turns and every 12th: 14 of 118
 		var some []trainingTurn
 		for i, tt := range turns {
 			if keyTurns[tt.name] || i%12 == 0 {

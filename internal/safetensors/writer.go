@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"unsafe"
 )
 
 // WriteTensor is one tensor to write.
@@ -96,7 +97,13 @@ func (w *Writer) Write(name string, data []byte) error {
 	w.next++
 	err := Guard(func() error { _, err := w.w.Write(data); return err })
 	if isFault(err) { // the kernel met the unbacked page (a direct write)
-		err = &Error{Kind: ErrTruncated, File: w.path, Tensor: name, Detail: "reading the data faulted: its memory-mapped file shrank?", Err: err}
+		file := w.path // name the mapped source file, as Guard does, when data is a view of one
+		if len(data) > 0 {
+			if src, ok := mappedFile(uintptr(unsafe.Pointer(unsafe.SliceData(data)))); ok {
+				file = src
+			}
+		}
+		err = &Error{Kind: ErrTruncated, File: file, Tensor: name, Detail: "reading the data faulted: its memory-mapped file shrank?", Err: err}
 	}
 	return err
 }

@@ -29,7 +29,8 @@ var (
 	// offsets or shapes, limits exceeded, frames out of order).
 	ErrMalformed = errors.New("disagg: malformed stream")
 	// ErrTooLarge: the stream announces, or sends, more than the receiver's
-	// Limits allow (state bytes, prompt tokens). It wraps ErrMalformed, so
+	// Limits allow (state bytes, prompt tokens), or sends more data than its
+	// own header announced. It wraps ErrMalformed, so
 	// errors.Is(err, ErrMalformed) holds too. The decoder refuses the header
 	// (or the data frame) before buffering any of it.
 	ErrTooLarge = fmt.Errorf("%w: over the receiver's limits", ErrMalformed)

@@ -140,11 +140,16 @@ func startColocated(t *testing.T) string {
 	}
 	addr := make(chan string, 1)
 	var raced atomic.Bool
+	done := make(chan struct{}) // the scanner has read stderr to its end
 	go func() {
+		defer close(done)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			if _, a, ok := strings.Cut(sc.Text(), " addr="); ok && strings.Contains(sc.Text(), "msg=serving") {
-				addr <- strings.Fields(a)[0]
+				select {
+				case addr <- strings.Fields(a)[0]:
+				default: // only the first address is wanted; keep reading
+				}
 			}
 			if strings.Contains(sc.Text(), "WARNING: DATA RACE") {
 				raced.Store(true)
@@ -153,6 +158,7 @@ func startColocated(t *testing.T) string {
 	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
+		<-done // Wait closes the pipe: read every line (a late race report) first
 		cmd.Wait()
 		if raced.Load() {
 			t.Error("examples/server reported a data race")

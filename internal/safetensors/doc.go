@@ -17,10 +17,13 @@
 //
 // A mapped file that another process truncates stays mapped at its old
 // size, and reading past its new end raises SIGBUS, fatal to a Go process
-// by default. File.Data re-checks the file size before it hands out a view
-// (ErrTruncated), and Guard runs code that reads views with
+// by default. Guard runs code that reads views with
 // runtime/debug.SetPanicOnFault on, turning such a fault into ErrTruncated;
-// views read outside Guard keep the hazard.
+// views read outside Guard keep the hazard. File.Data bounds views by the
+// file size as last checked (one fstat at Open, another after each fault
+// Guard or Writer.Write met in the file's mapping), so it costs no system
+// call per tensor and refuses, with ErrTruncated, the tensors a file is
+// known to have lost.
 //
 // Sharded checkpoints (model.safetensors.index.json with a weight_map) are
 // opened by OpenDir / OpenIndex.

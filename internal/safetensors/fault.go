@@ -17,7 +17,7 @@ import (
 // mapping is one live file mapping, [start, end) in the address space.
 type mapping struct {
 	start, end uintptr
-	path       string
+	file       *File
 }
 
 var (
@@ -25,14 +25,14 @@ var (
 	mappings   []mapping
 )
 
-// addMapping records b (a whole-file mapping of path) until removeMapping.
-func addMapping(b []byte, path string) {
+// addMapping records b (a whole-file mapping of f) until removeMapping.
+func addMapping(b []byte, f *File) {
 	if len(b) == 0 {
 		return
 	}
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	mappingsMu.Lock()
-	mappings = append(mappings, mapping{start: start, end: start + uintptr(len(b)), path: path})
+	mappings = append(mappings, mapping{start: start, end: start + uintptr(len(b)), file: f})
 	mappingsMu.Unlock()
 }
 
@@ -52,16 +52,28 @@ func removeMapping(b []byte) {
 	}
 }
 
-// mappedFile returns the path of the live mapping holding addr.
-func mappedFile(addr uintptr) (string, bool) {
+// mappedFile returns the File whose live mapping holds addr.
+func mappedFile(addr uintptr) (*File, bool) {
 	mappingsMu.RLock()
 	defer mappingsMu.RUnlock()
 	for _, m := range mappings {
 		if addr >= m.start && addr < m.end {
-			return m.path, true
+			return m.file, true
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// faulted handles a fault reading addr: when addr lies in a live mapping,
+// that File re-checks its size (so Data refuses what the file lost) and its
+// path is returned.
+func faulted(addr uintptr) (string, bool) {
+	f, ok := mappedFile(addr)
+	if !ok {
+		return "", false
+	}
+	f.recheckSize() // after mappingsMu is released: Close locks f.mu, then mappingsMu
+	return f.path, true
 }
 
 // Guard runs fn, which may read slices returned by File.Data, and returns its
@@ -89,7 +101,7 @@ func Guard(fn func() error) (err error) {
 		re, isRuntime := r.(runtime.Error)
 		fault, hasAddr := r.(interface{ Addr() uintptr })
 		if isRuntime && hasAddr {
-			if path, ok := mappedFile(fault.Addr()); ok {
+			if path, ok := faulted(fault.Addr()); ok {
 				err = &Error{Kind: ErrTruncated, File: path, Err: re,
 					Detail: fmt.Sprintf("memory fault at %#x reading the mapped file: it shrank after it was opened, or its storage failed", fault.Addr())}
 				return

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // noMmap forces the ReadAt fallback (tests of the non-unix path).
@@ -17,10 +18,28 @@ type File struct {
 	header *Header
 	byName map[string]int
 
+	// size is the file's length in bytes as last checked: by Open, and
+	// again (recheckSize) after a read of the mapping faulted. Data bounds
+	// views by it without a system call per tensor.
+	size atomic.Int64
+
 	mu     sync.RWMutex
 	f      *os.File
 	mapped []byte // whole file when memory-mapped; nil in read mode
 	closed bool
+}
+
+// statCalls counts fstat calls made on open Files (tests: Data makes none).
+var statCalls atomic.Int64
+
+// fileSize returns f's current length (one fstat).
+func fileSize(f *os.File) (int64, error) {
+	statCalls.Add(1)
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
 }
 
 // Open opens and validates a safetensors file: the header is parsed and
@@ -40,11 +59,10 @@ func Open(path string) (*File, error) {
 }
 
 func open(f *os.File, path string) (*File, error) {
-	st, err := f.Stat()
+	size, err := fileSize(f)
 	if err != nil {
 		return nil, &Error{Kind: ErrHeader, File: path, Err: err}
 	}
-	size := st.Size()
 	if size < 8 {
 		return nil, &Error{Kind: ErrTruncated, File: path, Detail: fmt.Sprintf("%d bytes, shorter than the 8-byte header length", size)}
 	}
@@ -71,13 +89,14 @@ func open(f *os.File, path string) (*File, error) {
 		return nil, err
 	}
 	sf := &File{path: path, header: h, f: f, byName: make(map[string]int, len(h.Tensors))}
+	sf.size.Store(size)
 	for i, t := range h.Tensors {
 		sf.byName[t.Name] = i
 	}
 	if !noMmap {
 		if m, err := mmapFile(f, size); err == nil {
 			sf.mapped = m
-			addMapping(m, path)
+			addMapping(m, sf)
 		}
 	}
 	return sf, nil
@@ -108,12 +127,16 @@ func (f *File) Mapped() bool { return f.mapped != nil }
 // memory-mapped this is a read-only view valid until Close (writing to it
 // faults); otherwise the bytes are read now into a new buffer.
 //
-// A mapped file is checked (fstat) to still hold the tensor's bytes, else
-// the error is ErrTruncated. If the file shrinks later, while the view is
-// in use, reading the view past the new end raises SIGBUS, which kills the
-// process unless the read runs inside Guard (then it is an ErrTruncated
-// error): read views through Guard, or copy them out under it, when other
-// processes may modify the checkpoint's files.
+// A mapped file's view is bounded by the file size as last checked (at
+// Open, and again whenever a read of the file's mapping faulted under Guard
+// or in Writer.Write): a tensor past that size is refused with
+// ErrTruncated. Data itself makes no system call. A file that shrinks after
+// Open, while the view is in use or before Data is called, leaves bytes past
+// its new end unbacked: reading them raises SIGBUS, which kills the process
+// unless the read runs inside Guard (then it is an ErrTruncated error, and
+// the File re-checks its size so later Data calls refuse the lost tensors):
+// read views through Guard, or copy them out under it, when other processes
+// may modify the checkpoint's files.
 func (f *File) Data(name string) ([]byte, error) {
 	i, ok := f.byName[name]
 	if !ok {
@@ -128,12 +151,9 @@ func (f *File) Data(name string) ([]byte, error) {
 	off := f.header.DataOffset + t.Begin
 	n := t.End - t.Begin
 	if f.mapped != nil {
-		if st, err := f.f.Stat(); err != nil || st.Size() < off+n {
-			e := &Error{Kind: ErrTruncated, File: f.path, Tensor: name, Err: err}
-			if err == nil {
-				e.Detail = fmt.Sprintf("the file has %d bytes now, the tensor ends at %d", st.Size(), off+n)
-			}
-			return nil, e
+		if size := f.size.Load(); size < off+n {
+			return nil, &Error{Kind: ErrTruncated, File: f.path, Tensor: name,
+				Detail: fmt.Sprintf("the file has %d bytes as last checked, the tensor ends at %d", size, off+n)}
 		}
 		return f.mapped[off : off+n : off+n], nil
 	}
@@ -142,6 +162,20 @@ func (f *File) Data(name string) ([]byte, error) {
 		return nil, &Error{Kind: ErrTruncated, File: f.path, Tensor: name, Err: err}
 	}
 	return buf, nil
+}
+
+// recheckSize re-reads the file's size (one fstat) after a read of its
+// mapping faulted, so that Data refuses the tensors the file lost. A closed
+// file, or a failed fstat, leaves the size as it was.
+func (f *File) recheckSize() {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return
+	}
+	if n, err := fileSize(f.f); err == nil {
+		f.size.Store(n)
+	}
 }
 
 // Close unmaps and closes the file. Slices returned by Data must not be used

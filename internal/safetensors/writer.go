@@ -99,7 +99,7 @@ func (w *Writer) Write(name string, data []byte) error {
 	if isFault(err) { // the kernel met the unbacked page (a direct write)
 		file := w.path // name the mapped source file, as Guard does, when data is a view of one
 		if len(data) > 0 {
-			if src, ok := mappedFile(uintptr(unsafe.Pointer(unsafe.SliceData(data)))); ok {
+			if src, ok := faulted(uintptr(unsafe.Pointer(unsafe.SliceData(data)))); ok {
 				file = src
 			}
 		}

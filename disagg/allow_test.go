@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -69,8 +70,8 @@ func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// warnings returns the warning records' "host" and "room" attributes, one
-// "host room" string each.
+// warnings returns the warning records' "host", "room" and "suppressed"
+// attributes, one "host room suppressed" string each.
 func (h *recordHandler) warnings() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -79,17 +80,19 @@ func (h *recordHandler) warnings() []string {
 		if r.Level != slog.LevelWarn {
 			continue
 		}
-		var host, room string
+		var host, room, suppressed string
 		r.Attrs(func(a slog.Attr) bool {
 			switch a.Key {
 			case "host":
 				host = a.Value.String()
 			case "room":
 				room = a.Value.String()
+			case "suppressed":
+				suppressed = a.Value.String()
 			}
 			return true
 		})
-		out = append(out, host+" "+room)
+		out = append(out, host+" "+room+" "+suppressed)
 	}
 	return out
 }
@@ -126,16 +129,24 @@ func TestBootstrapNotAllowedError(t *testing.T) {
 // TestDecodeAllowedBootstrapHosts (BREAKER F18): a decode server with an
 // allow-list refuses a bootstrap_host outside it with 403 at once, without
 // dialling (port 1 would answer 502 connection refused), saying how to allow
-// it and logging one warning with the host and the room per refusal, and
-// serves one inside it.
+// it and logging a warning with the host and the room for the first refusal
+// of the host, then at most one a minute (on an injected clock) that counts
+// the refusals not logged, and serves one inside it.
 func TestDecodeAllowedBootstrapHosts(t *testing.T) {
 	ctx := context.Background()
 	other, _ := ParseHostAllowList("10.9.9.9")
 	logs := &recordHandler{}
 	pd := startPDWith(t, PrefillConfig{}, DecodeConfig{AllowedBootstrapHosts: other, FetchTimeout: 30 * time.Second, Logger: slog.New(logs)})
+	var clock atomic.Int64 // minutes past start
+	start := time.Now()
+	pd.d.refusals.now = func() time.Time { return start.Add(time.Duration(clock.Load()) * time.Minute) }
 	body := `{"messages":[{"role":"user","content":"What is 17*23?"}],"max_tokens":4}`
-	for _, b := range []string{withBootstrap(body, 1, 7), withBootstrap(body, pd.bootPort, 8),
-		`{"messages":[{"role":"user","content":"hi"}],"kv_transfer_params":{"bootstrap_host":"127.0.0.1","bootstrap_port":1,"bootstrap_room":9}}`} {
+	for i, b := range []string{withBootstrap(body, 1, 7), withBootstrap(body, pd.bootPort, 8),
+		`{"messages":[{"role":"user","content":"hi"}],"kv_transfer_params":{"bootstrap_host":"127.0.0.1","bootstrap_port":1,"bootstrap_room":9}}`,
+		withBootstrap(body, 1, 10), withBootstrap(body, 1, 11)} {
+		if i == 3 {
+			clock.Store(1)
+		}
 		t0 := time.Now()
 		resp, out := post(t, ctx, pd.dURL, b)
 		if resp.StatusCode != 403 || errCode(t, out) != "bootstrap_host_not_allowed" || time.Since(t0) > fast ||
@@ -143,7 +154,7 @@ func TestDecodeAllowedBootstrapHosts(t *testing.T) {
 			t.Fatalf("%d after %v: %s", resp.StatusCode, time.Since(t0), out)
 		}
 	}
-	if got, want := logs.warnings(), []string{"127.0.0.1 7", "127.0.0.1 8", "127.0.0.1 9"}; !slices.Equal(got, want) {
+	if got, want := logs.warnings(), []string{"127.0.0.1 7 0", "127.0.0.1 10 2"}; !slices.Equal(got, want) {
 		t.Errorf("warnings %q, want %q", got, want)
 	}
 	// Requests without bootstrap fields (decode-only fallback) are unaffected.

@@ -53,9 +53,12 @@ type DecodeConfig struct {
 	// but the router can reach the decode server). A non-empty list replaces
 	// the loopback default (name 127.0.0.1 too to keep local prefill
 	// servers), and host names are compared as written, never resolved
-	// ("localhost" and "127.0.0.1" are different entries). Each refusal is
-	// logged as one warning with the host and the room
-	// (*BootstrapNotAllowedError to the client).
+	// ("localhost" and "127.0.0.1" are different entries). The client gets a
+	// *BootstrapNotAllowedError; the log gets a warning with the host, the
+	// room and the list, at most one per host per minute: a warning's
+	// "suppressed" attribute counts that host's refusals not logged since
+	// its previous one ("suppressed_other_hosts", when present, those of
+	// hosts no longer tracked: at most 256 are).
 	AllowedBootstrapHosts HostAllowList
 	// Registry receives the metrics (default: a new registry, served at
 	// /metrics by Handler).
@@ -88,6 +91,11 @@ type DecodeServer struct {
 	reg  *prometheus.Registry
 	// created is the "created" time of /v1/models (server start, Unix s).
 	created int64
+
+	// allowed is AllowedBootstrapHosts as refusal warnings show it.
+	allowed string
+	// refusals throttles the warnings of refused bootstrap_hosts.
+	refusals *refusalLog
 
 	mu    sync.Mutex
 	conns map[string]Conn
@@ -124,7 +132,11 @@ func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 		return nil, err
 	}
 	d := &DecodeServer{cfg: cfg, lim: LimitsFor(cfg.Model.Config(), back.MaxContext()), eng: eng, back: back, id: ModelIdentity(cfg.Model, cfg.Name), log: cfg.Logger,
-		reg: cfg.Registry, conns: map[string]Conn{}, created: time.Now().Unix()}
+		reg: cfg.Registry, conns: map[string]Conn{}, created: time.Now().Unix(),
+		allowed: cfg.AllowedBootstrapHosts.String(), refusals: newRefusalLog()}
+	if d.allowed == "" {
+		d.allowed = "loopback (default)"
+	}
 	d.live = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dsv4_disagg_decode_rooms",
 		Help: "Requests on the decode server that hold or await transferred state."})
 	d.fetchSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_disagg_fetch_seconds",
@@ -235,12 +247,7 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	if !d.cfg.AllowedBootstrapHosts.Allows(bs.Host) {
 		d.failures.WithLabelValues("request").Inc()
-		allowed := d.cfg.AllowedBootstrapHosts.String()
-		if allowed == "" {
-			allowed = "loopback (default)"
-		}
-		d.log.Warn("refused a bootstrap_host outside the allow-list (see --allowed-bootstrap-hosts / DecodeConfig.AllowedBootstrapHosts)",
-			"host", bs.Host, "room", bs.Room, "allowed", allowed)
+		d.warnRefused(bs)
 		writeErr(w, &BootstrapNotAllowedError{Host: bs.Host})
 		return
 	}
@@ -302,6 +309,20 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 	if err := writeChat(w, r, &req, d.cfg.Name, stream, nil); err != nil && ctx.Err() == nil {
 		d.failures.WithLabelValues("generate").Inc()
 	}
+}
+
+// warnRefused logs the refusal of bs.Host unless refusals throttles it.
+func (d *DecodeServer) warnRefused(bs Bootstrap) {
+	rw, ok := d.refusals.note(bs.Host)
+	if !ok {
+		return
+	}
+	args := []any{"host", rw.host, "room", bs.Room, "allowed", d.allowed, "suppressed", rw.suppressed}
+	if rw.other > 0 {
+		args = append(args, "suppressed_other_hosts", rw.other)
+	}
+	d.log.Warn("refused a bootstrap_host outside the allow-list (see --allowed-bootstrap-hosts / DecodeConfig.AllowedBootstrapHosts); "+
+		"logged at most once a minute per host", args...)
 }
 
 // fetch gets room bs.Room from its prefill server within FetchTimeout.

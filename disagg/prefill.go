@@ -71,7 +71,7 @@ type PrefillServer struct {
 	rooms *Rooms
 	id    Identity
 	sem   chan struct{}
-	port  atomic.Int64 // bootstrap port, set by ServeBootstrap while handlers read it
+	port  atomic.Int64 // bootstrap port, set by StartBootstrap/ServeBootstrap while handlers read it
 	log   *slog.Logger
 	// created is the "created" time of /v1/models (server start, Unix s).
 	created int64
@@ -161,11 +161,36 @@ func (p *PrefillServer) Identity() Identity { return p.id }
 func (p *PrefillServer) Rooms() *Rooms { return p.rooms }
 
 // ServeBootstrap serves the rooms to decode servers on lis until ctx ends.
+// It records lis's TCP port as the bootstrap port (GET /server_info's
+// bootstrap_port, and the port of sequential-mode kv_transfer_params) when
+// it starts: run in its own goroutine, the port reads 0 until that
+// goroutine runs; StartBootstrap records it before returning.
 func (p *PrefillServer) ServeBootstrap(ctx context.Context, lis net.Listener) error {
+	p.setBootstrapPort(lis)
+	return p.cfg.Transport.Serve(ctx, lis, p.rooms)
+}
+
+// StartBootstrap records lis's TCP port as the bootstrap port, so that
+// /server_info and sequential-mode kv_transfer_params report it from the
+// moment StartBootstrap returns, then serves the rooms on lis in a new
+// goroutine until ctx ends (as ServeBootstrap). The returned channel
+// receives the service's result (nil or the transport's error) once and is
+// then closed.
+func (p *PrefillServer) StartBootstrap(ctx context.Context, lis net.Listener) <-chan error {
+	p.setBootstrapPort(lis)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		errc <- p.cfg.Transport.Serve(ctx, lis, p.rooms)
+	}()
+	return errc
+}
+
+// setBootstrapPort records lis's port when it is a TCP listener.
+func (p *PrefillServer) setBootstrapPort(lis net.Listener) {
 	if ta, ok := lis.Addr().(*net.TCPAddr); ok {
 		p.port.Store(int64(ta.Port))
 	}
-	return p.cfg.Transport.Serve(ctx, lis, p.rooms)
 }
 
 // Close fails the live rooms and, if the server started its engine, closes it.

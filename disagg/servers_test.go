@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -249,5 +250,65 @@ func TestServerInfoWhileBootstrapStarts(t *testing.T) {
 		if time.Since(start) > 10*time.Second {
 			t.Fatalf("bootstrap_port %d, want %d", info.Port, want)
 		}
+	}
+}
+
+// TestStartBootstrapPort (regression: /server_info reported bootstrap_port
+// 0 until ServeBootstrap's goroutine ran, and the router had to re-poll):
+// once StartBootstrap returns, the first /server_info and a sequential-mode
+// kv_transfer_params already carry the listener's port, with no wait; the
+// service stops with ctx and its channel yields the result, then closes.
+func TestStartBootstrapPort(t *testing.T) {
+	p, err := NewPrefillServer(PrefillConfig{Model: tinyModel(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	h := p.Handler()
+	port := func(method, path, body, field string) int {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+		var out map[string]json.RawMessage
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || rec.Code != 200 {
+			t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
+		}
+		if field != "" {
+			if err := json.Unmarshal(out[field], &out); err != nil {
+				t.Fatalf("%s: %s", field, rec.Body)
+			}
+		}
+		var n int
+		if err := json.Unmarshal(out["bootstrap_port"], &n); err != nil {
+			t.Fatalf("bootstrap_port: %s", rec.Body)
+		}
+		return n
+	}
+	if got := port("GET", "/server_info", "", ""); got != 0 {
+		t.Fatalf("bootstrap_port %d before any listener, want 0", got)
+	}
+	lis := listen(t)
+	want := lis.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := p.StartBootstrap(ctx, lis)
+	for _, tc := range []struct{ method, path, body, field string }{
+		{"GET", "/server_info", "", ""},
+		{"POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`, "kv_transfer_params"},
+	} {
+		if got := port(tc.method, tc.path, tc.body, tc.field); got != want {
+			t.Errorf("%s %s: bootstrap_port %d right after StartBootstrap, want %d", tc.method, tc.path, got, want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("bootstrap service: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("bootstrap service still running after ctx ended")
+	}
+	if _, open := <-errc; open {
+		t.Error("result channel not closed")
 	}
 }

@@ -182,8 +182,11 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		announce += " bootstrap=" + blis.Addr().String()
+		// The port is recorded before the HTTP server starts: the first
+		// /server_info already reports it.
+		berr := p.StartBootstrap(ctx, blis)
 		go func() {
-			if err := p.ServeBootstrap(ctx, blis); err != nil && ctx.Err() == nil {
+			if err := <-berr; err != nil && ctx.Err() == nil {
 				log.Error("bootstrap service", "err", err)
 				stop()
 			}

@@ -249,6 +249,32 @@ func TestSequentialBootstrapHost(t *testing.T) {
 	}
 }
 
+// TestServerInfoBootstrapPort (regression: /server_info of a prefill server
+// could report bootstrap_port 0 until the bootstrap service's goroutine ran,
+// and the router re-polled): the first /server_info after the listening line
+// reports the announced bootstrap port.
+func TestServerInfoBootstrapPort(t *testing.T) {
+	line := startPD(t, "--disaggregation-mode", "prefill", "--port", "0", "--disaggregation-bootstrap-port", "0")
+	paddr, boot, ok := strings.Cut(line, " bootstrap=")
+	if !ok {
+		t.Fatalf("listening line %q has no bootstrap address", line)
+	}
+	resp, err := http.Get("http://" + paddr + "/server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Port int `json:"bootstrap_port"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	if want := boot[strings.LastIndex(boot, ":")+1:]; fmt.Sprint(info.Port) != want {
+		t.Fatalf("first /server_info: bootstrap_port %d, want %s (announced %s)", info.Port, want, boot)
+	}
+}
+
 // TestTinyContextLength: with the embedded model and no --context-length,
 // pd serves models.TinyContextLength tokens as examples/server does (a
 // request needing more gets 400 context_length_exceeded); an explicit

@@ -199,11 +199,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int grp = blockIdx.z;
-  int e = grp;
-  if (ids) { // expert ids come from the previous kernel (the router): wait for it first
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    e = ids[grp];
-  }
+  const int e = group_expert(ids, grp);
   if (e < 0 || e >= E) return; // invalid expert id: group left untouched (uniform per cluster)
   w += (size_t)e * wstride;
   sc += (size_t)e * sstride;
@@ -225,12 +221,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   for (int r = 0; r < RT; r++) {
     int rt = min(rt0 + r, ntiles - 1);
     wp[r] = w + ((size_t)rt * KT + kt0) * (32 * WQ) + lane * WQ;
-    if (FMT == DSV4C_FMT_NVFP4)
-      sp[r] = sc + ((size_t)rt * KT + kt0) / 2 * 128 + lane * 4;
-    else if (FMT == DSV4C_FMT_MXFP4)
-      sp[r] = sc + ((size_t)rt * KT + kt0) / 2 * 64 + g * 8 + (t >> 1) * 4;
-    else
-      sp[r] = sc + (size_t)(rt >> 3) * (KT / 2) + (kt0 >> 1);
+    sp[r] = scale_ptr<FMT>(sc, rt, KT, kt0, lane);
   }
 
   auto load = [&](Chunk<FMT, RT> &c) {
@@ -392,11 +383,7 @@ __global__ void __launch_bounds__(256)
   const int KW = 1 << lgkw, RW = 8 >> lgkw;
   const int kw = warp >> (3 - lgkw), rw = warp & (RW - 1);
   const int grp = blockIdx.z;
-  int e = grp;
-  if (ids) { // expert ids come from the previous kernel (the router): wait for it first
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    e = ids[grp];
-  }
+  const int e = group_expert(ids, grp);
   if (e < 0 || e >= E) return; // invalid expert id: group left untouched (uniform per block)
   w += (size_t)e * wstride;
   sc += (size_t)e * sstride;
@@ -416,13 +403,7 @@ __global__ void __launch_bounds__(256)
   const int KT = K / 64;
   const int kt0 = kbeg / 64 + 2 * cw0;
   const uint4 *wp = w + ((size_t)rtc * KT + kt0) * (32 * WQ) + lane * WQ;
-  const uint8_t *sp;
-  if (FMT == DSV4C_FMT_NVFP4)
-    sp = sc + ((size_t)rtc * KT + kt0) / 2 * 128 + lane * 4;
-  else if (FMT == DSV4C_FMT_MXFP4)
-    sp = sc + ((size_t)rtc * KT + kt0) / 2 * 64 + g * 8 + (t >> 1) * 4;
-  else
-    sp = sc + (size_t)(rtc >> 3) * (KT / 2) + (kt0 >> 1);
+  const uint8_t *sp = scale_ptr<FMT>(sc, rtc, KT, kt0, lane);
 
   auto load = [&](GBatch<FMT> &b, int cb) {
 #pragma unroll

@@ -124,6 +124,27 @@ __device__ __forceinline__ void decode_a(const uint4 *tw, uint32_t sw, int h, in
   }
 }
 
+// group_expert returns the expert that group grp of a grouped launch uses: ids[grp], read after
+// griddepcontrol.wait because the ids are the previous kernel's (the router's) output, or grp
+// itself when ids is NULL (one matrix, or groups in order). Callers leave the group untouched
+// when the result is outside [0, E); the test is uniform per block.
+__device__ __forceinline__ int group_expert(const int *ids, int grp) {
+  if (!ids) return grp;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  return ids[grp];
+}
+
+// scale_ptr returns this lane's first scale byte for row tile rt from 64-input tile kt0 (even)
+// on, in kernels/cuda/pack.go's layout: NVFP4 128 bytes and MXFP4 64 bytes per (row tile,
+// 128-input chunk), this lane's 4-byte word of them; FP8-block one byte per (128-row block,
+// 128-input block).
+template <int FMT>
+__device__ __forceinline__ const uint8_t *scale_ptr(const uint8_t *sc, int rt, int KT, int kt0, int lane) {
+  if (FMT == DSV4C_FMT_NVFP4) return sc + ((size_t)rt * KT + kt0) / 2 * 128 + lane * 4;
+  if (FMT == DSV4C_FMT_MXFP4) return sc + ((size_t)rt * KT + kt0) / 2 * 64 + (lane >> 2) * 8 + ((lane & 3) >> 1) * 4;
+  return sc + (size_t)(rt >> 3) * (KT / 2) + (kt0 >> 1);
+}
+
 // store_acc writes a warp's accumulators: row tiles rt0 .. rt0+RT-1 (rows past N skipped),
 // n8 token tiles from tok0 (tokens past M skipped); c0 = (row g, tok 2t), c1 = (g, 2t+1),
 // c2 = (g+8, 2t), c3 = (g+8, 2t+1). atomic: float32 atomicAdd (split-K); else store, or add

@@ -87,11 +87,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int grp = blockIdx.x / gp.bpg, bl = blockIdx.x - grp * gp.bpg;
   const int rt0 = bl * R + rw;
   const int rtEnd = min(ntiles, (bl + 1) * R);
-  int e = grp;
-  if (gp.ids) { // expert ids come from the previous kernel (the router): wait for it first
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    e = gp.ids[grp];
-  }
+  const int e = group_expert(gp.ids, grp);
   if (e < 0 || e >= gp.E) return; // invalid expert id: group left untouched (uniform per block)
   w += (size_t)e * gp.wstride;
   sc += (size_t)e * gp.sstride;

@@ -39,14 +39,21 @@ var shapes = []shape{
 	{"attn wkv", 512, 4096},
 }
 
+// expertW13 and expertW2 are the routed-expert shapes of the grouped MoE launches.
+var expertW13, expertW2 shape
+
 func main() {
 	fmtList := flag.String("formats", "NVFP4,MXFP4,FP8", "weight formats to time")
 	mList := flag.String("m", "1,4,16,64,256,2048", "token counts M")
 	sweep := flag.Bool("sweep", true, "also sweep the split-K factor for NVFP4 at M=1")
 	grouped := flag.Bool("grouped", true, "also time the grouped MoE decode launches")
 	only := flag.String("shapes", "", "time only the shapes whose name contains this text (e.g. wq_b; empty: all)")
+	single := flag.Bool("single", true, "time the single-matrix launches (false: only the grouped MoE launches)")
 	flag.Parse()
-	if *only != "" {
+	expertW13, expertW2 = shapes[0], shapes[1] // the grouped launches' shapes, whatever -shapes keeps
+	if !*single {
+		shapes = nil
+	} else if *only != "" {
 		var keep []shape
 		for _, sh := range shapes {
 			if strings.Contains(sh.name, *only) {
@@ -156,7 +163,7 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 			name string
 			sh   shape
 			g    int
-		}{{"6 experts x (w1, w3)", shapes[0], 12}, {"6 experts x w2", shapes[1], 6}} {
+		}{{"6 experts x (w1, w3)", expertW13, 12}, {"6 experts x w2", expertW2, 6}} {
 			for _, m := range []int{1, 4, 16} {
 				res, err := timeGrouped(d, st, r, f, gc.sh, gc.g, m)
 				if err != nil {

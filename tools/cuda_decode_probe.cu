@@ -5,13 +5,13 @@
 // memory traffic: every thread decodes words held in registers and feeds mma.sync m16n8k16,
 // with 8 independent words per loop step, on a grid of 2 x 8 warps per SM (the decode GEMV's
 // occupancy) and 4 x 8. Variants:
-//   bf16-bits: the kernels' decode (qgemm_common.cuh dec_e2m1: rotates and masks into bf16 with
+//   bf16-bits: the kernels' decode (qgemm_common.cuh dec_e2m1: shifts and masks into bf16 with
 //              exponent 2^-126, then the block scale multiplies in bf16), bf16 MMA;
 //   f16-cvt:   E2M1 nibbles placed in E4M3 bytes (s00 e1e0m 00, value e2m1 * 2^-6), converted by
 //              the FP8 conversion instruction cvt.rn.f16x2.e4m3x2, scale multiply in f16, f16 MMA
 //              (x would be staged in f16);
 //   mma-only:  no decode (the word itself is the A operand): the cost of the multiply + MMA;
-//   bf16-bits, shifts on the FMA pipe: bf16-bits with three of its five shifts as IMAD.
+//   bf16-rot:  the previous packing's decode (five funnel shifts on the ALU pipe), bf16 MMA.
 // Output: decoded words (8 values) per ns on the whole GPU, and the NVFP4 stream rate that
 // would keep up (4.5 bytes per word: 4 of E2M1, 0.5 of E4M3 scales).
 // Build: make cuda-bins (out/cuda/decode_probe), or
@@ -37,25 +37,13 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// the same decode with part of the shifts on the FMA pipe (mul.hi / mul.lo by powers of two
-// compile to IMAD.HI / IMAD.SHL): the integer ALU pipe issues at half rate and carries every
-// LOP3 and SHF, the FMA pipe only the block-scale multiplies. Bit-identical to dec_e2m1.
-__device__ __forceinline__ uint32_t shr_f(uint32_t v, int s) { // v >> s on the FMA pipe
-  uint32_t r;
-  asm("mul.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(v), "r"(1u << (32 - s)));
-  return r;
-}
-__device__ __forceinline__ uint32_t shl_f(uint32_t v, int s) { // v << s on the FMA pipe
-  uint32_t r;
-  asm("mul.lo.u32 %0, %1, %2;" : "=r"(r) : "r"(v), "r"(1u << s));
-  return r;
-}
-__device__ __forceinline__ uint32_t lop_or_and(uint32_t a, uint32_t b, uint32_t m) { return (a | b) & m; }
-__device__ __forceinline__ void dec_bits_fma(uint32_t q, uint32_t (&a)[4]) {
+// the previous packing's decode (until 2026-11-30): five funnel shifts and six LOP3, all on the
+// integer ALU pipe (half rate on sm_90), for comparison with dec_e2m1's IMAD shifts.
+__device__ __forceinline__ void dec_rot(uint32_t q, uint32_t (&a)[4]) {
   const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
   a[0] = q & M;
-  a[1] = lop_or_and(shr_f(q, 3), shl_f(q, 29), M);                          // rotr(q, 3) & M
-  a[2] = (shr_f(q, 6) & MAG) | ((shr_f(q, 1) & 0x00008000u) | shl_f(q, 31)); // rotr 6 / rotr 1
+  a[1] = rotr(q, 3) & M;
+  a[2] = (rotr(q, 6) & MAG) | (rotr(q, 1) & SG);
   a[3] = (rotr(q, 13) & MAG) | (rotr(q, 2) & SG);
 }
 
@@ -100,7 +88,7 @@ __global__ void __launch_bounds__(256) probe(uint32_t seed, int iters, float *ou
         for (int k = 0; k < 4; k++) a[k] = hmul(a[k], S);
         mma_f16(acc[w & 3], a, b0, b1);
       } else if (V == 3) {
-        dec_bits_fma(qw, a);
+        dec_rot(qw, a);
 #pragma unroll
         for (int k = 0; k < 4; k++) a[k] = bmul(a[k], S);
         mma16816(acc[w & 3], a, b0, b1);
@@ -146,7 +134,7 @@ int main() {
   printf("SMs %d, max SM clock %.0f MHz\n", sms, clk / 1e3);
   printf("| variant | warps/SM | words/ns (GPU) | NVFP4 GB/s it keeps up with |\n|---|---|---|---|\n");
   const char *names[4] = {"bf16-bits (kernels' decode)", "f16-cvt (E4M3 conversion)", "mma-only (no decode)",
-                          "bf16-bits, shifts on the FMA pipe"};
+                          "bf16-rot (previous packing's decode)"};
   for (int bps = 2; bps <= 4; bps += 2) {
     double r[4] = {run<0>(sms, bps, 4096, out), run<1>(sms, bps, 4096, out), run<2>(sms, bps, 4096, out),
                    run<3>(sms, bps, 4096, out)};

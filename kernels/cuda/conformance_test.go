@@ -456,8 +456,8 @@ func TestQGEMMGrouped(t *testing.T) {
 	d := device(t)
 	r := rng(t)
 	st := d.Stream()
-	// 192 x 512: the earlier grouped kernel; 2048 x 512 (4 groups = 512 row tiles): also the
-	// streaming GEMV when DSV4GO_GEMV3_GROUPED=1.
+	// 192 x 512: the earlier grouped kernel; 2048 x 512 (4 groups = 512 row tiles): the
+	// streaming GEMV for FP8-block, and for every format with DSV4GO_GEMV3_GROUPED=1.
 	for _, fc := range []qcase{{NVFP4, 192, 512}, {MXFP4, 192, 512}, {FP8Block, 192, 512},
 		{NVFP4, 2048, 512}, {MXFP4, 2048, 512}, {FP8Block, 2048, 512}} {
 		f, n, k := fc.f, fc.n, fc.k

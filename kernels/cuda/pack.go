@@ -68,26 +68,24 @@ func (p *Packed) Bytes() int64 { return int64(len(p.Data) + len(p.Scales)) }
 
 // Bit positions, inside a lane's 32-bit word for one k16 step, of the E2M1 code bits of the
 // eight fragment values. Value v = 2*reg + half; reg r becomes bf16x2 register r of the
-// mma.sync A fragment after: r0 = q & M; r1 = rotr(q,3) & M; r2 = rotr(q,6)&MAG | rotr(q,1)&SG;
-// r3 = rotr(q,13)&MAG | rotr(q,2)&SG (M = 0x81C081C0, MAG = 0x01C001C0, SG = 0x80008000),
-// which places the sign at bf16 bit 15 and exponent/mantissa at bits 8..6: the bf16 number
-// e2m1 · 2^-126.
+// mma.sync A fragment after (qgemm_common.cuh dec_e2m1): r0 = (q<<6) & M; r1 = (q<<3)&MAG |
+// (q<<1)&SG; r2 = q & M; r3 = (q>>4)&MAG | (q<<2)&SG (M = 0x81C081C0, MAG = 0x01C001C0,
+// SG = 0x80008000), which places the sign at bf16 bit 15 and exponent/mantissa at bits 8..6:
+// the bf16 number e2m1 · 2^-126. The shifts are left shifts but one, so that the device runs
+// them as integer multiplies on the FMA pipe; no shifted bit wraps around.
 var (
-	e2m1MagRot  = [4]int{0, 3, 6, 13}
-	e2m1SignRot = [4]int{0, 3, 1, 2}
+	e2m1MagShift  = [4]int{6, 3, 0, -4}
+	e2m1SignShift = [4]int{6, 1, 0, 2}
 )
 
 // e2m1Bit returns the word bit that holds bit b (0 = mantissa, 1 = exp lsb, 2 = exp msb,
 // 3 = sign) of fragment value v.
 func e2m1Bit(v, b int) int {
 	reg, half := v>>1, v&1
-	var target, rot int
 	if b == 3 {
-		target, rot = 15+16*half, e2m1SignRot[reg]
-	} else {
-		target, rot = 6+b+16*half, e2m1MagRot[reg]
+		return 15 + 16*half - e2m1SignShift[reg]
 	}
-	return (target + rot) % 32
+	return 6 + b + 16*half - e2m1MagShift[reg]
 }
 
 // fragCoord returns, for lane (0..31), k16 step j (0..3) and fragment value v (0..7), the

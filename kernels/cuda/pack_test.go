@@ -3,7 +3,6 @@ package cuda
 import (
 	"errors"
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"testing"
 
@@ -23,12 +22,11 @@ func emuScalePair(w uint32, i int, smul, sadd uint32) uint32 {
 
 func emuDecE2M1(q uint32) [4]uint32 {
 	const m, mag, sg = 0x81C081C0, 0x01C001C0, 0x80008000
-	rotr := func(v uint32, s int) uint32 { return bits.RotateLeft32(v, -s) }
 	return [4]uint32{
+		q << 6 & m,
+		q<<3&mag | q<<1&sg,
 		q & m,
-		rotr(q, 3) & m,
-		rotr(q, 6)&mag | rotr(q, 1)&sg,
-		rotr(q, 13)&mag | rotr(q, 2)&sg,
+		q>>4&mag | q<<2&sg,
 	}
 }
 

@@ -41,13 +41,26 @@ __device__ __forceinline__ uint32_t scale_pair(uint32_t w, int i) {
   return x * (uint32_t)SMUL + (uint32_t)SADD * 0x10001u;
 }
 
-// E2M1 word -> 4 bf16x2 registers (a0a1, a2a3, a4a5, a6a7), each e2m1 * 2^-126.
+// shl_fma returns v << S computed as an integer multiply (IMAD on the FMA pipe): the E2M1
+// decode below is bound by the integer ALU pipe (LOP3, SHF: half rate on sm_90) while the FMA
+// pipe carries only the block-scale multiplies, so its left shifts go there.
+template <int S> __device__ __forceinline__ uint32_t shl_fma(uint32_t v) {
+  uint32_t r;
+  asm("mul.lo.u32 %0, %1, %2;" : "=r"(r) : "r"(v), "n"(1u << S));
+  return r;
+}
+
+// E2M1 word -> 4 bf16x2 registers (a0a1, a2a3, a4a5, a6a7), each e2m1 * 2^-126: sign at bf16
+// bit 15, exponent and mantissa at bits 8..6. kernels/cuda/pack.go (e2m1MagShift,
+// e2m1SignShift) places the 32 code bits so that every register is a left shift (or, for a6a7's
+// magnitudes, a right shift) of q, masked: 6 LOP3 and 1 SHF on the ALU pipe and 4 IMAD on the
+// FMA pipe per 8 values (was 6 LOP3 and 5 funnel shifts, all on the ALU pipe).
 __device__ __forceinline__ void dec_e2m1(uint32_t q, uint32_t (&a)[4]) {
   const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
-  a[0] = q & M;
-  a[1] = rotr(q, 3) & M;
-  a[2] = (rotr(q, 6) & MAG) | (rotr(q, 1) & SG);
-  a[3] = (rotr(q, 13) & MAG) | (rotr(q, 2) & SG);
+  a[0] = shl_fma<6>(q) & M;
+  a[1] = (shl_fma<3>(q) & MAG) | (shl_fma<1>(q) & SG);
+  a[2] = q & M;
+  a[3] = ((q >> 4) & MAG) | (shl_fma<2>(q) & SG);
 }
 
 // two E4M3 bytes (byte i and i+1 of w) -> bf16x2 of e4m3 * 2^-120.

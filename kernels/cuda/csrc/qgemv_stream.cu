@@ -356,11 +356,17 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   const int nch = K / 128, kwN = 1 << lgkw;
   const bool pair = up != 1 && nch % (2 * kwN) == 0;
 #define LAUNCH(D, P) launch_depth<FMT, MT, D, P>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st)
+  static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
   if constexpr (FMT == DSV4C_FMT_FP8B) {
     return depth == 2 ? LAUNCH(5, 1) : LAUNCH(4, 1);
   } else {
     if (depth == 2) return pair ? LAUNCH(10, 2) : LAUNCH(10, 1);
-    return pair ? LAUNCH(8, 2) : LAUNCH(8, 1);
+    int r = pair ? LAUNCH(8, 2) : LAUNCH(8, 1);
+    // x too large beside the 8-deep rings (wo_b at M = 4): a 4-deep ring leaves it room
+    // (measured wo_b M = 4: 9.08 us against 10.23 us on the earlier kernels; DSV4GO_GEMV3_SMALL=0
+    // declines instead)
+    if (r == DSV4C_ERR_SHAPE && small) r = pair ? LAUNCH(4, 2) : LAUNCH(4, 1);
+    return r;
   }
 #undef LAUNCH
 }
@@ -391,8 +397,13 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
   return DSV4C_ERR_FORMAT;
 }
 
-int dsv4c_qgemv_stream_enabled(int grouped) {
+int dsv4c_qgemv_stream_enabled(int fmt, int grouped) {
   static const bool on = env_int("DSV4GO_GEMV3", 1) != 0;
-  static const bool grp = env_int("DSV4GO_GEMV3_GROUPED", 0) != 0;
-  return on && (!grouped || grp) ? 1 : 0;
+  static const int grp = env_int("DSV4GO_GEMV3_GROUPED", -1);
+  if (!on) return 0;
+  if (!grouped) return 1;
+  // Grouped MoE launches: the streaming kernel is faster for FP8-block (12 expert matrices:
+  // 74.0 vs 71.5 % of copy bandwidth, 6 w2: 64.7 vs 58.5 %), the earlier split-K kernel for
+  // FP4 (67.9 vs 54.5 %; BENCHMARKS.md "MoE decode"). DSV4GO_GEMV3_GROUPED=1 / 0 forces one.
+  return grp >= 0 ? (grp != 0) : (fmt == DSV4C_FMT_FP8B);
 }

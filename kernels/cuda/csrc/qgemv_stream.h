@@ -18,8 +18,10 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
                        int M, int G, int E, int accumulate, cudaStream_t st);
 
-// 1 unless DSV4GO_GEMV3=0 (the switch back to the earlier decode kernels); for grouped
-// launches (grouped != 0) only with DSV4GO_GEMV3_GROUPED=1.
-int dsv4c_qgemv_stream_enabled(int grouped);
+// Whether the dispatch tries the streaming kernel for format fmt: 0 with DSV4GO_GEMV3=0 (the
+// switch back to the earlier decode kernels); for grouped launches (grouped != 0) by default
+// only for FP8-block (measured faster there, slower for FP4), DSV4GO_GEMV3_GROUPED=1 / 0 forces
+// it on / off for every format.
+int dsv4c_qgemv_stream_enabled(int fmt, int grouped);
 
 #endif

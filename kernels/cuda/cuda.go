@@ -678,13 +678,35 @@ func (e *Event) Close() error {
 type Graph struct{ p unsafe.Pointer }
 
 // BeginCapture starts recording the stream's work into a graph instead of running it. Until
-// EndCapture, calls that synchronize (Upload, Download, Alloc, Sync) fail.
+// EndCapture, calls that synchronize (Upload, Download, Alloc, Sync) fail. The capture is
+// CUDA's thread-local mode, which must end on the OS thread that began it, so BeginCapture
+// locks the calling goroutine to its OS thread (runtime.LockOSThread) and EndCapture, which
+// the same goroutine must call, unlocks it; without the lock a goroutine can move to another
+// thread between two cgo calls and EndCapture fails with cudaErrorStreamCaptureWrongThread
+// (seen in cudabench on the H200, 2026-11-30).
 func (s *Stream) BeginCapture() error {
-	return check("capture_begin", C.dsv4c_capture_begin(s.p))
+	if s == nil || s.p == nil {
+		return ErrClosed
+	}
+	runtime.LockOSThread()
+	if err := s.dev.bind(); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	if err := check("capture_begin", C.dsv4c_capture_begin(s.p)); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	return nil
 }
 
-// EndCapture stops recording and instantiates the graph.
+// EndCapture stops recording and instantiates the graph. Call it from the goroutine that
+// called BeginCapture (it releases BeginCapture's OS-thread lock, also on error).
 func (s *Stream) EndCapture() (*Graph, error) {
+	defer runtime.UnlockOSThread()
+	if s == nil || s.p == nil {
+		return nil, ErrClosed
+	}
 	var p unsafe.Pointer
 	if err := check("capture_end", C.dsv4c_capture_end(s.p, &p)); err != nil {
 		return nil, err

@@ -328,7 +328,7 @@ template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw,
 }
 
 template <int FMT, int MT, int DEPTH, int UP>
-int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
+int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
   const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, lgkw, gp.cl);
@@ -339,9 +339,12 @@ int launch_depth(const void *w, const void *sc, int ntiles, int K, float alpha, 
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
-  // units issued before griddepcontrol.wait: 2 for FP4 (measured best of 0..6), all DEPTH - UP
-  // for FP8-block (its 2 KB units: 3 measured as good as 2)
-  static const int pre = min(DEPTH - UP, env_int("DSV4GO_GEMV3_PRE", FMT == DSV4C_FMT_FP8B ? DEPTH - UP : 2));
+  // units issued before griddepcontrol.wait: for FP4 2 (measured best of 0..6 on wq_b, 8
+  // units per warp), 1 when a warp streams at most 2 units (expert w2, 2 per warp: 3.62 against
+  // 3.87 us at M = 1, 3.81 against 4.24 us at M = 4: its x arrives sooner); all DEPTH - UP for
+  // FP8-block (its 2 KB units: 3 measured as good as 2). DSV4GO_GEMV3_PRE overrides.
+  static const int pre_env = env_int("DSV4GO_GEMV3_PRE", -1);
+  const int pre = min(DEPTH - UP, pre_env >= 0 ? pre_env : FMT == DSV4C_FMT_FP8B ? DEPTH - UP : upw <= 2 ? 1 : 2);
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(gp.G * gp.bpg * gp.cl);
@@ -420,7 +423,9 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   // FP8-block (2 KB units): 4 (5), one unit per iteration.
   const int nch = K / 128 / gp.cl, kwN = 1 << lgkw;
   const bool pair = up != 1 && nch % (2 * kwN) == 0;
-#define LAUNCH(D, P) launch_depth<FMT, MT, D, P>(w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st)
+  // units per warp (the most any warp streams)
+  const int upw = (nch + kwN - 1) / kwN * ((R + (8 >> lgkw) - 1) / (8 >> lgkw));
+#define LAUNCH(D, P) launch_depth<FMT, MT, D, P>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st)
   static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
   if constexpr (FMT == DSV4C_FMT_FP8B) {
     return depth == 2 ? LAUNCH(5, 1) : LAUNCH(4, 1);

@@ -765,7 +765,11 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   if (splits <= 0) {
     const int sms = device_sms();
     int blocks = rowBlocks * G;
-    int target = 4 * sms;
+    // target blocks per SM (DSV4GO_GEMV_BPS, benchmarks): 4 measured best for the grouped
+    // expert w1/w3 launch; 6 (4 splits of 4 chunks) made the grouped w2 launch 10 % faster but
+    // w1/w3 3 % slower (BENCHMARKS.md "MoE decode")
+    static const int bps = max(1, env_int("DSV4GO_GEMV_BPS", 4));
+    int target = bps * sms;
     splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
     splits = min(splits, max(1, kch / 2)); // keep >= 2 chunks per split when possible
   }

@@ -67,7 +67,7 @@ struct Groups {
   long long wstride, sstride;
   const float *alphas;
   const int *ids;
-  int G, E, bpg, cl;
+  int G, E, bpg, cl, lgcl; // cl = 1 << lgcl
 };
 
 template <int FMT, int MT, int DEPTH, int UP>
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int kw = warp >> (3 - lgkw), rw = warp & (RW - 1);
   const int nch = K / 128, KT = K / 64;
   // this warp's row tiles: rt0, rt0 + RW, ... below rtEnd; its chunks: c0 .. c0 + ncw - 1
-  const int cr = gp.cl > 1 ? (int)(blockIdx.x % gp.cl) : 0; // rank in the cluster
-  const int bx = blockIdx.x / gp.cl;
+  const int cr = (int)blockIdx.x & (gp.cl - 1); // rank in the cluster
+  const int bx = (int)blockIdx.x >> gp.lgcl;
   const int grp = bx / gp.bpg, bl = bx - grp * gp.bpg;
   const int rt0 = bl * R + rw;
   const int rtEnd = min(ntiles, (bl + 1) * R);
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   x += (size_t)grp * M * K;
   y += (size_t)grp * M * N;
   const int nrt = rt0 < rtEnd ? (rtEnd - rt0 + RW - 1) / RW : 0;
-  const int nchb = nch / gp.cl, cb = cr * nchb; // this block's chunks: cb .. cb + nchb - 1
+  const int nchb = nch >> gp.lgcl, cb = cr * nchb; // this block's chunks: cb .. cb + nchb - 1
   const int pc = (nchb + KW - 1) >> lgkw;
   const int c0 = cb + kw * pc;
   const int ncw = max(0, min(cb + nchb, c0 + pc) - c0);
@@ -409,6 +409,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   // 6.98 us), for one matrix on devices with clusters (sm_90). DSV4GO_GEMV3_CL sets cl (1:
   // decline). Else the older kernels split K.
   gp.cl = 1;
+  gp.lgcl = 0;
   static const int clk = env_int("DSV4GO_GEMV3_CL", 0);
   if (2LL * gp.G * gp.bpg < sms && gp.G == 1 && R == 1 && clk != 1 && cluster_ok()) {
     const int nch = K / 128;
@@ -416,6 +417,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     while (cl < 8 && (clk > 0 ? cl < clk : 2LL * gp.bpg * cl < sms)) cl *= 2;
     while (cl > 1 && nch % cl != 0) cl /= 2;
     gp.cl = cl;
+    while ((1 << gp.lgcl) < cl) gp.lgcl++;
   }
   if (2LL * gp.G * gp.bpg * gp.cl < sms || (long long)gp.G * gp.bpg * gp.cl > 0x7fffffff) return DSV4C_ERR_SHAPE;
   // FP4: 8 units per warp in flight (10 with DSV4GO_GEMV3_DEPTH=2), two units per iteration
@@ -451,7 +453,7 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
       G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
       ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
     return DSV4C_ERR_SHAPE;
-  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1};
+  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

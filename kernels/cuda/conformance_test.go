@@ -735,6 +735,14 @@ func TestQGEMMLargeM(t *testing.T) {
 		{qcase{NVFP4, 4160, 1024}, []int{1800}, 0},
 		{qcase{MXFP4, 2500, 1024}, []int{2048}, 0},
 		{qcase{FP8Block, 4100, 1024}, []int{1500}, 0},
+		// K chunks that do not divide evenly by the split count (20 chunks in 8 splits, 10 in
+		// 4): the splits stay a power of two (the last one gets no chunks) and reduce in a cluster
+		{qcase{NVFP4, 512, 2560}, []int{256}, 0},
+		{qcase{FP8Block, 384, 1280}, []int{192}, 0},
+		// x rearranged once per call into the kernel's tile layout (rb >= 4 row blocks, >= 8
+		// chunks per block; ragged M: tokens past M zero), several units per block
+		{qcase{FP8Block, 4352, 256}, []int{4000}, 0},
+		{qcase{NVFP4, 1100, 2048}, []int{1000}, 0},
 	}, func(m int) func(int) bool {
 		return func(i int) bool { return i%5 == 0 || i%128 == 127 || i >= m-3 }
 	})

@@ -37,6 +37,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <mutex>
+
 #include "dsv4cuda.h"
 #include "qgemm_common.cuh"
 #include "qgemm_large.h"
@@ -131,6 +134,17 @@ __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
 __device__ __forceinline__ void cp_async16s(uint32_t smem, const void *gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
 }
+// tx bytes that the current phase of bar must also see completed (bulk copies)
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// bulk copy of bytes (a multiple of 16; both addresses 16-byte aligned) from global memory into
+// this block's shared memory, completing as tx bytes on bar
+__device__ __forceinline__ void bulk_g2s(uint32_t smem, const void *gmem, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem),
+               "l"(gmem), "r"(bytes), "r"(bar)
+               : "memory");
+}
 // cluster-wide barrier of all threads (release / acquire)
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -183,16 +197,19 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
 // block x 128-token block x K split; split fastest, then row block), and the producer runs
 // ahead across units, so the next unit's first chunks load during the epilogue.
 // mode: 0 = store y, 1 = y += (accumulate, one split), 2 = float32 atomicAdd (split-K, y
-// zeroed first or accumulated), 3 = split-K reduced inside a cluster of `splits` blocks (one
-// unit each) through distributed shared memory; acc: mode 3 adds to y.
+// zeroed first or accumulated), 3 (store) and 4 (y +=) = split-K reduced inside a cluster of
+// `splits` blocks (one unit each) through distributed shared memory. A split past the end of
+// K (splits * kper > K / 128) has no chunks and contributes zeros.
+// XP: x comes as xp, already in the shared-memory tile layout (xperm_kernel): the producer copies
+// a chunk's two x tiles with one 32 KB bulk copy instead of 4-byte cp.async.
 constexpr int WS_THREADS = 384;
 
-template <int FMT>
+template <int FMT, bool XP>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     qgemm_ws_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                     int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
                     float *__restrict__ y, int ldy, int M, int N, int rbn, int splits, int units,
-                    int kper, int mode, int mode_acc) {
+                    int kper, int mode, const uint4 *__restrict__ xp) {
   using L = LgSmem<FMT>;
   constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = 128;
   extern __shared__ __align__(128) uint8_t smem_raw[];
@@ -272,16 +289,25 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           pre--; // loaded before the wait
         else
           load_w(st, brt0, c0 + c);
-        const uint32_t xs = st + warp * 32 * 128 + xt * 4;
-        const __nv_bfloat16 *p = xw + (c0 + c) * 128;
+        if (XP) {
+          // the chunk's two x tiles are 32 contiguous KB of xp; thread 0 adds their bytes to
+          // the slot's full barrier before its own arrival below
+          if (tid == 0) {
+            mbar_expect_tx(bars + 8 * slot, 2 * L::XT);
+            bulk_g2s(st, xp + ((size_t)tb * KT + 2 * (c0 + c)) * (L::XT / 16), 2 * L::XT, bars + 8 * slot);
+          }
+        } else {
+          const uint32_t xs = st + warp * 32 * 128 + xt * 4;
+          const __nv_bfloat16 *p = xw + (c0 + c) * 128;
 #pragma unroll
-        for (int m = 0; m < 32; m++) {
-          const bool ok = m < mrem;
+          for (int m = 0; m < 32; m++) {
+            const bool ok = m < mrem;
 #pragma unroll
-          for (int h = 0; h < 2; h++)
-            cp_async4(xs + h * L::XT + m * 128 + ((xch ^ (m & 7)) << 4), ok ? p + h * 64 : x, ok);
-          p += ldx;
-          opaque(p);
+            for (int h = 0; h < 2; h++)
+              cp_async4(xs + h * L::XT + m * 128 + ((xch ^ (m & 7)) << 4), ok ? p + h * 64 : x, ok);
+            p += ldx;
+            opaque(p);
+          }
         }
         cp_async_arrive(bars + 8 * slot);
         if (++slot == WS) {
@@ -292,7 +318,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
     }
     cp_wait<0>();
-    if (mode == 3) { // the consumers' cluster reduction (below)
+    if (mode >= 3) { // the consumers' cluster reduction (below)
       cluster_sync();
       cluster_sync();
     }
@@ -363,7 +389,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
       wg_wait<0>();
       if (nch > 0 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
-      if (mode == 3) {
+      if (mode >= 3) {
         // Split-K inside a cluster of `splits` blocks (one unit each, the splits of one tile):
         // each block leaves its partial tile (alpha applied) in its own shared memory, [token]
         // [row] with a padded row stride, then block rank r sums rows [r, r + 1) * 256 / splits
@@ -413,7 +439,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
               const float vv[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
 #pragma unroll
               for (int e = 0; e < 4; e++)
-                if (row + e < N) dst[e] = mode_acc ? dst[e] + vv[e] : vv[e];
+                if (row + e < N) dst[e] = mode == 4 ? dst[e] + vv[e] : vv[e];
             }
           }
         }
@@ -454,15 +480,42 @@ static void cluster_attr(cudaLaunchAttribute &a, int cl) {
   a.val.clusterDim.z = 1;
 }
 
+// xperm_kernel writes x [M][K] (bf16, row stride ldx2 input pairs) as the wgmma kernel's
+// shared-memory x tiles, xp[tb][kt] = 128 tokens x 128 bytes (16 KB; tokens past M are zero):
+// token m's input pair l = 8t + 2j + hi of 64-input tile kt goes to 16-byte chunk (2j + hi) ^
+// (m % 8), word t, the image that the producer's 4-byte copies write. One thread per 16-byte
+// chunk (coalesced stores; each warp reads 4 tokens x 32 bytes per load), grid-stride.
+__global__ void __launch_bounds__(256) xperm_kernel(const uint32_t *__restrict__ x, int ldx2, int M,
+                                                     int KT, long long total, uint4 *__restrict__ xp) {
+  // the GEMM launched next (programmatic dependent launch) waits for this whole grid
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < total; i += (long long)gridDim.x * 256) {
+    const int cp = (int)(i & 7), m = (int)((i >> 3) & 127);
+    const long long tile = i >> 10; // tb * KT + kt
+    const int kt = (int)(tile % KT), tok = (int)(tile / KT) * 128 + m;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (tok < M) {
+      const uint32_t *r = x + (size_t)tok * ldx2 + kt * 32 + (cp ^ (m & 7)); // pair 8t + 2j + hi
+      v.x = __ldg(r);
+      v.y = __ldg(r + 8);
+      v.z = __ldg(r + 16);
+      v.w = __ldg(r + 24);
+    }
+    xp[i] = v;
+  }
+}
+
 // max_clusters returns how many clusters of cl blocks (2, 4 or 8) of the kernel (cfg: its block
 // and shared memory) can be resident at once on the current device, cached per device ordinal
-// and cluster size; 0 if unknown.
-template <typename Kern> int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, int (&cache)[64][3]) {
+// and cluster size (cache: one per kernel, zero-initialized); 0 if unknown.
+template <typename Kern>
+int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, std::atomic<int> (&cache)[64][3]) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
   const int i = cl == 2 ? 0 : cl == 4 ? 1 : cl == 8 ? 2 : -1;
   if (i < 0) return 0;
-  if (cache[dev][i] == 0) {
+  int v = cache[dev][i].load(std::memory_order_relaxed);
+  if (v == 0) {
     cudaLaunchAttribute at[1];
     cluster_attr(at[0], cl);
     cfg.attrs = at;
@@ -471,31 +524,23 @@ template <typename Kern> int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int
     int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
     (void)cudaGetLastError();
-    cache[dev][i] = n + 1; // benign race: the same value
+    v = n + 1; // racing callers store the same value
+    cache[dev][i].store(v, std::memory_order_relaxed);
   }
-  return cache[dev][i] - 1;
+  return v - 1;
 }
 
-template <int FMT>
-int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
-                 int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
+// launch_ws launches qgemm_ws_kernel<FMT, XP> on the work decomposition chosen by launch_wgmma:
+// shared-memory opt-in, the split-K reduction (a cluster when all clusters fit on the GPU at
+// once, else atomics into y zeroed first), programmatic dependent launch.
+template <int FMT, bool XP>
+int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alpha, const void *x,
+              int ldx, float *y, int ldy, int M, int accumulate, int rb, int splits, int per,
+              long long units, const void *xp, cudaStream_t st) {
   using L = LgSmem<FMT>;
   constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
-  auto kern = qgemm_ws_kernel<FMT>;
-  const int ntiles = npad / 16;
-  const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
-  const int kch = K / 128, sms = device_sms();
-  if (splits <= 0) { // split K only while the grid stays under one wave, >= 2 chunks per split
-    const long long blocks = (long long)rb * tb;
-    splits = blocks >= sms ? 1 : sms / (int)blocks;
-    splits = min(splits, max(1, kch / 2));
-    while (splits & (splits - 1)) splits &= splits - 1; // a power of two (cluster sizes)
-  }
-  splits = max(1, min(splits, kch));
-  const int per = (kch + splits - 1) / splits;
-  splits = (kch + per - 1) / per;
-  const long long units = (long long)rb * tb * splits;
-  if (units > 0x7fffffff || splits > 65535) return DSV4C_ERR_SHAPE;
+  auto kern = qgemm_ws_kernel<FMT, XP>;
+  const int sms = device_sms();
   static DeviceOnce smemOptIn; // per instantiation and device
   if (int e = opt_in_smem(smemOptIn, kern, SMEM)) return e;
   cudaLaunchConfig_t cfg = {};
@@ -506,10 +551,10 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   cudaLaunchAttribute at[2];
   if (splits > 1) {
     // Reduce the splits in a cluster when all clusters fit on the GPU at once, else atomics.
-    static int cache[64][3];
+    static std::atomic<int> cache[64][3];
     if ((splits & (splits - 1)) == 0 && splits <= 8 &&
         (long long)max_clusters(kern, cfg, splits, cache) * splits >= units) {
-      mode = 3;
+      mode = accumulate ? 4 : 3;
       cluster_attr(at[0], splits);
       cfg.attrs = at;
       cfg.numAttrs = 1;
@@ -531,13 +576,85 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     cfg.attrs = at;
     cfg.numAttrs++;
   }
-  cfg.gridDim = dim3(mode == 3 ? (unsigned)units : (unsigned)min(units, (long long)sms));
+  cfg.gridDim = dim3(mode >= 3 ? (unsigned)units : (unsigned)min(units, (long long)sms));
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                      alpha, (const __nv_bfloat16 *)x, ldx, y, ldy, M, N, rb,
-                                     splits, (int)units, per, mode, accumulate);
+                                     splits, (int)units, per, mode, (const uint4 *)xp);
   if (e != cudaSuccess) return (int)e;
   return (int)cudaGetLastError();
+}
+
+// xperm_pool returns the current device's stream-ordered memory pool for xperm_kernel's output
+// (created once per device; it keeps what it holds between calls, so a call allocates nothing
+// from the driver once the largest x has been seen), or null.
+static cudaMemPool_t xperm_pool() {
+  static std::mutex mu;
+  static cudaMemPool_t pools[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return nullptr;
+  std::lock_guard<std::mutex> lk(mu);
+  if (!pools[dev]) {
+    cudaMemPoolProps pp = {};
+    pp.allocType = cudaMemAllocationTypePinned;
+    pp.location.type = cudaMemLocationTypeDevice;
+    pp.location.id = dev;
+    cudaMemPool_t p = nullptr;
+    if (cudaMemPoolCreate(&p, &pp) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    uint64_t keep = ~0ull;
+    (void)cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep);
+    pools[dev] = p;
+  }
+  return pools[dev];
+}
+
+template <int FMT>
+int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
+                 int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
+  using L = LgSmem<FMT>;
+  static const int xpmode = env_int("DSV4GO_LG_XP", -1); // benchmark knob: -1 auto, 0 off, 1 on
+  const int ntiles = npad / 16;
+  const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
+  const int kch = K / 128, sms = device_sms();
+  if (splits <= 0) { // split K only while the grid stays under one wave, >= 2 chunks per split
+    const long long blocks = (long long)rb * tb;
+    splits = blocks >= sms ? 1 : sms / (int)blocks;
+    splits = min(splits, max(1, kch / 2));
+    while (splits & (splits - 1)) splits &= splits - 1; // a power of two (cluster sizes)
+  }
+  // per chunks per split; the splits stay as chosen (a power of two keeps the cluster
+  // reduction), the last ones may get fewer chunks or none
+  splits = max(1, min(splits, kch));
+  const int per = (kch + splits - 1) / splits;
+  const long long units = (long long)rb * tb * splits;
+  if (units > 0x7fffffff || splits > 65535) return DSV4C_ERR_SHAPE;
+  // x in the tile layout (xperm_kernel) when each x tile is staged by >= 4 row blocks and each
+  // block runs >= 8 chunks: then the bulk copies save more than the pass costs (it reads and
+  // writes x once).
+  const long long per_block = (units + sms - 1) / sms * per;
+  if (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8)) {
+    cudaMemPool_t pool = xperm_pool();
+    const long long total = (long long)tb * (K / 64) * 1024; // 16-byte chunks of xp
+    void *xp = nullptr;
+    if (pool && cudaMallocFromPoolAsync(&xp, (size_t)total * 16, pool, st) == cudaSuccess) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.blockDim = dim3(256);
+      cfg.gridDim = dim3((unsigned)min((total + 255) / 256, 4LL * sms));
+      cfg.stream = st; // after the allocation: an ordinary launch
+      (void)cudaGetLastError();
+      cudaError_t e = cudaLaunchKernelEx(&cfg, xperm_kernel, (const uint32_t *)x, ldx / 2, M, K / 64, total, (uint4 *)xp);
+      int r = (int)e;
+      if (e == cudaSuccess)
+        r = launch_ws<FMT, true>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);
+      const cudaError_t fe = cudaFreeAsync(xp, st);
+      return r ? r : (int)fe;
+    }
+    (void)cudaGetLastError(); // no pool or no memory: the kernel stages x itself
+  }
+  return launch_ws<FMT, false>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, nullptr, st);
 }
 
 } // namespace
@@ -545,17 +662,19 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
 int dsv4c_qgemm_large_ok() {
   static const int off = env_int("DSV4GO_QGEMM_WGMMA", 1) == 0;
   if (off) return 0;
-  static int cc[64]; // per device ordinal: 0 = unknown, 1 = sm_90, 2 = other
+  static std::atomic<int> cc[64]; // per device ordinal: 0 = unknown, 1 = sm_90, 2 = other
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
   if (dev >= 64) return 0;
-  if (cc[dev] == 0) {
+  int v = cc[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
     int maj = 0, min = 0;
     cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
     cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev);
-    cc[dev] = (maj == 9 && min == 0) ? 1 : 2;
+    v = (maj == 9 && min == 0) ? 1 : 2;
+    cc[dev].store(v, std::memory_order_relaxed); // racing callers store the same value
   }
-  return cc[dev] == 1;
+  return v == 1;
 }
 
 int dsv4c_qgemm_large(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,

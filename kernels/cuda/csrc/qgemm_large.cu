@@ -18,7 +18,10 @@
 // 3). The B rows must follow the same order: logical k-pair t + 4*hi (hi = 0, 1) of step j is
 // x's input pair 8t + 2j + hi. x is therefore copied into shared memory with 4-byte cp.async,
 // one input pair per lane, each to its permuted place (below); the copies are asynchronous
-// like the weights', so the pipeline needs no registers for staging.
+// like the weights', so the pipeline needs no registers for staging. Where x is reused by
+// enough row blocks (launch_wgmma), a pre-pass (xperm_kernel) first writes x once in that
+// permuted, swizzled tile image into a pool buffer, and the producer then moves a chunk's x
+// with one 32 KB bulk copy: the 4-byte copies were its largest cost.
 //
 // Block: 3 warpgroups, 256 weight rows x 128 tokens. A producer warpgroup (setmaxnreg 40)
 // streams K in 128-input chunks through a 3-4 stage ring (x tiles, packed weights and scales of
@@ -30,7 +33,8 @@
 // programmatic dependent launch: a block's first weight chunks load before griddepcontrol.wait.
 // When the units are fewer than the SMs, K is split: the splits of a tile form a cluster and
 // are summed through distributed shared memory (no atomics, no zeroing of y), or, where such
-// clusters do not all fit on the GPU at once, added into y with float32 atomics.
+// clusters do not all fit on the GPU at once, added into y with float32 atomics. A tile that
+// lies wholly inside y is stored without per-element bounds checks.
 // Measured on the H200: BENCHMARKS.md, "Large-M GEMM (wgmma)".
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -446,6 +450,21 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         cluster_sync(); // no block leaves while another reads its shared memory
         continue;
       }
+      if (mode == 0 && (brt0 + ROWT) * 16 <= N && tok0 + TN <= M) {
+        // the whole tile lies inside y: stores at offsets from one pointer, no bounds checks
+        // (the checked loop below costs ~10 instructions a store: 11-17 % of wq_b's time)
+        float *yb = y + (size_t)(tok0 + 2 * t) * ldy + (brt0 + cw) * 16 + g;
+#pragma unroll
+        for (int b = 0; b < TN / 8; b++) {
+#pragma unroll
+          for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              yb[(e & 1) * (size_t)ldy + mb * 128 + 8 * (e >> 1)] = acc[mb][4 * b + e] * alpha;
+          yb += 8 * (size_t)ldy;
+        }
+        continue;
+      }
 #pragma unroll
       for (int mb = 0; mb < 2; mb++) {
         const int row0 = (brt0 + mb * 8 + cw) * 16 + g;
@@ -615,7 +634,8 @@ template <int FMT>
 int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float alpha, const void *x,
                  int ldx, float *y, int ldy, int M, int accumulate, int splits, cudaStream_t st) {
   using L = LgSmem<FMT>;
-  static const int xpmode = env_int("DSV4GO_LG_XP", -1); // benchmark knob: -1 auto, 0 off, 1 on
+  // DSV4GO_QGEMM_XPERM: -1 (default) chooses the x pre-pass below, 0 never, 1 always (benchmarks, tests)
+  static const int xpmode = env_int("DSV4GO_QGEMM_XPERM", -1);
   const int ntiles = npad / 16;
   const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
   const int kch = K / 128, sms = device_sms();

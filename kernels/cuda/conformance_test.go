@@ -715,9 +715,10 @@ func runQGEMMTable(t *testing.T, cases []qgemmCases, rows func(m int) func(int) 
 // qgemm_large.cu) for every format: M = 256 and 2048 and ragged M, K from 1024 to 8192, N
 // that is not a multiple of the 256-row block (rows clamped to the last tile), automatic
 // split-K (small grids: cluster reduction for 2-8 splits, atomics for 16) and accumulate,
-// and grids with more work units than SMs (persistent blocks). splits = -2 forces the wgmma
-// kernel at M <= 64 too. Every token tile and the last tokens are checked, other tokens every
-// fifth one, to keep the float64 reference affordable.
+// and grids with more work units than SMs (persistent blocks), with x staged by the kernel or
+// rearranged by the pre-pass (xperm_kernel; DSV4GO_QGEMM_XPERM=1 forces it on every case).
+// splits = -2 forces the wgmma kernel at M <= 64 too. Every token tile and the last tokens are
+// checked, other tokens every fifth one, to keep the float64 reference affordable.
 func TestQGEMMLargeM(t *testing.T) {
 	runQGEMMTable(t, []qgemmCases{
 		{qcase{NVFP4, 256, 1024}, []int{256, 2048}, 0},

@@ -7,8 +7,7 @@
 # (DSV4GO_GEMV3_PDL=0: isolated launches), with the previous default dispatch (DSV4GO_GEMV3=0),
 # with the whole weight ring issued before the wait (DSV4GO_GEMV3_PRE=6) and with the math off
 # (DSV4GO_GEMV3_PROBE=1), the grouped MoE launches all on the streaming GEMV
-# (DSV4GO_GEMV3_GROUPED=1) and all on the earlier kernel (=0), wkv without clusters
-# (DSV4GO_GEMV3_CL=1), and torch's comparator. Logs go to $OUT (or /tmp/cudaout); a
+# (DSV4GO_GEMV3_GROUPED=1) and all on the earlier kernel (=0), and torch's comparator. Logs go to $OUT (or /tmp/cudaout); a
 # summary is printed last.
 # Usage on the GPU machine, after `make cuda-bins` here (carry out/cuda):
 #   bash tools/cuda_bench_run.sh
@@ -24,7 +23,7 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_CL=1" "DSV4GO_GEMV3_SMALL=0"; do
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_SMALL=0"; do
   env $v timeout 60 "$B/kernels-cuda.test" -test.count=1 -test.v -test.run 'QGEMMStream|QGEMMGrouped|QGEMMDecodeSplits|Graph' >"$O/conf_v.txt" 2>&1
   rc=$?
   { echo "== $v rc=$rc"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf_v.txt"; } >>"$O/conf_variants.txt"
@@ -48,8 +47,6 @@ DSV4GO_GEMV3_PROBE=1 timeout 60 "$B/cudabench" -formats NVFP4 -m 1 -sweep=false 
 echo "== cudabench grouped MoE launches: all on the streaming GEMV (DSV4GO_GEMV3_GROUPED=1), all on the earlier kernel (=0)"
 DSV4GO_GEMV3_GROUPED=1 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3_GROUPED=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped0.txt" 2>&1; echo "rc=$?"
-echo "== cudabench wkv without clusters (DSV4GO_GEMV3_CL=1)"
-DSV4GO_GEMV3_CL=1 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -grouped=false -shapes wkv >"$O/bench_cl1.txt" 2>&1; echo "rc=$?"
 
 echo "== torch comparator"
 PYTHONUNBUFFERED=1 timeout 120 python3 tools/cuda_bench.py --m 1,4,16,256,2048 >"$O/torch.txt" 2>&1; echo "rc=$?"
@@ -63,8 +60,6 @@ echo "-- previous dispatch"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_prev.txt"
 echo "-- grouped: default | DSV4GO_GEMV3_GROUPED=1 | DSV4GO_GEMV3_GROUPED=0"
 grep -E '^\| 6 experts' "$O/bench.txt" "$O/bench_grouped.txt" "$O/bench_grouped0.txt" | sed 's|^.*/||'
-echo "-- wkv without clusters (CL=1)"
-grep -E '^\| attn wkv' "$O/bench_cl1.txt"
 echo "-- whole ring before the wait (PRE=6)"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_pre6.txt"
 echo "-- math off (PROBE=1)"

@@ -35,7 +35,6 @@
 // matrix has too few row tiles to occupy half the SMs; qgemm.cu then uses its older kernels.
 // Without the PDL attribute (DSV4GO_GEMV3_PDL=0) the griddepcontrol instructions are no-ops.
 #include <cuda_bf16.h>
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,14 +59,12 @@ template <int FMT> struct Unit {
 // Grouped launches (MoE experts): group z of G uses expert ids[z] (z when ids is NULL) of a
 // stack of E weights wstride uint4 / sstride bytes apart, scaled by alphas[e] (if non-NULL),
 // with its own x [M][K] and y [M][N] slices. bpg = blocks per group (a block never spans two
-// groups). G = 1, ids = alphas = NULL for one matrix. cl > 1 (one matrix with one row tile
-// per block only): each row tile's K is split over a thread-block cluster of cl blocks, whose
-// partial sums rank 0 adds in rank order from its shared memory (distributed shared memory).
+// groups). G = 1, ids = alphas = NULL for one matrix.
 struct Groups {
   long long wstride, sstride;
   const float *alphas;
   const int *ids;
-  int G, E, bpg, cl, lgcl; // cl = 1 << lgcl
+  int G, E, bpg;
 };
 
 template <int FMT, int MT, int DEPTH, int UP>
@@ -87,9 +84,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int kw = warp >> (3 - lgkw), rw = warp & (RW - 1);
   const int nch = K / 128, KT = K / 64;
   // this warp's row tiles: rt0, rt0 + RW, ... below rtEnd; its chunks: c0 .. c0 + ncw - 1
-  const int cr = (int)blockIdx.x & (gp.cl - 1); // rank in the cluster
-  const int bx = (int)blockIdx.x >> gp.lgcl;
-  const int grp = bx / gp.bpg, bl = bx - grp * gp.bpg;
+  const int grp = blockIdx.x / gp.bpg, bl = blockIdx.x - grp * gp.bpg;
   const int rt0 = bl * R + rw;
   const int rtEnd = min(ntiles, (bl + 1) * R);
   const int e = group_expert(gp.ids, grp);
@@ -100,10 +95,9 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   x += (size_t)grp * M * K;
   y += (size_t)grp * M * N;
   const int nrt = rt0 < rtEnd ? (rtEnd - rt0 + RW - 1) / RW : 0;
-  const int nchb = nch >> gp.lgcl, cb = cr * nchb; // this block's chunks: cb .. cb + nchb - 1
-  const int pc = (nchb + KW - 1) >> lgkw;
-  const int c0 = cb + kw * pc;
-  const int ncw = max(0, min(cb + nchb, c0 + pc) - c0);
+  const int pc = (nch + KW - 1) >> lgkw;
+  const int c0 = kw * pc;
+  const int ncw = max(0, min(nch, c0 + pc) - c0);
   const int nu = nrt * ncw; // warp-uniform
   uint8_t *const ring = reinterpret_cast<uint8_t *>(smem) + (size_t)warp * DEPTH * U::SLOT;
 
@@ -276,40 +270,14 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       for (int k = 0; k < 4; k++) red[(((kw - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane] = part[0][n][k];
   }
   __syncthreads();
-  const bool lead = kw == 0 && rt0 < rtEnd;
-  if (lead) {
-    for (int s = 1; s < KW; s++) {
+  if (kw != 0 || rt0 >= rtEnd) return;
+  for (int s = 1; s < KW; s++) {
 #pragma unroll
-      for (int n = 0; n < MT; n++)
+    for (int n = 0; n < MT; n++)
 #pragma unroll
-        for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
-    }
+      for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
   }
-  if (gp.cl > 1) {
-    // Cluster split-K (one row tile per block, RW == 1): ranks 1 .. cl-1 write their block's
-    // sum into rank 0's scratch past red, then every thread of the cluster meets at the
-    // cluster barrier (release / acquire), and rank 0 adds them in rank order: deterministic,
-    // no atomics, y written once.
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    float *cred = red + 7 * RW * MT * 4 * 32;
-    if (lead && cr > 0) {
-      float *dst = cluster.map_shared_rank(cred, 0);
-#pragma unroll
-      for (int n = 0; n < MT; n++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) dst[((cr - 1) * MT * 4 + n * 4 + k) * 32 + lane] = part[0][n][k];
-    }
-    cluster.sync();
-    if (!lead || cr > 0) return;
-    for (int s = 1; s < gp.cl; s++) {
-#pragma unroll
-      for (int n = 0; n < MT; n++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) part[0][n][k] += cred[((s - 1) * MT * 4 + n * 4 + k) * 32 + lane];
-    }
-  }
-  if (lead) store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+  store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
 }
 
 // Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
@@ -322,8 +290,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 // the device's opt-in limit; when x does not fit beside the rings (large M x K) the launcher
 // declines and the caller uses the older decode kernels.
 constexpr int STREAM_SMEM_MAX = 112 * 1024;
-template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw, int cl) {
-  const size_t red = lgkw > 0 ? (size_t)(7 + cl - 1) * MT * 4 * 32 * sizeof(float) : 0;
+template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw) {
+  const size_t red = lgkw > 0 ? (size_t)7 * MT * 4 * 32 * sizeof(float) : 0;
   return (size_t)8 * DEPTH * Unit<FMT>::SLOT + ((size_t)M * (K + 8) + ZSTRIP) * 2 + red;
 }
 
@@ -331,7 +299,7 @@ template <int FMT, int MT, int DEPTH, int UP>
 int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, lgkw, gp.cl);
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, lgkw);
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP>;
@@ -340,45 +308,26 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
   // units issued before griddepcontrol.wait: for FP4 2 (measured best of 0..6 on wq_b, 8
-  // units per warp), 1 when a warp streams at most 2 units (expert w2, 2 per warp: 3.62 against
-  // 3.87 us at M = 1, 3.81 against 4.24 us at M = 4: its x arrives sooner); all DEPTH - UP for
-  // FP8-block (its 2 KB units: 3 measured as good as 2). DSV4GO_GEMV3_PRE overrides.
+  // units per warp), 1 when a warp streams at most 2 units (expert w2, 2 per warp, same call:
+  // 3.62 against 3.87 us at M = 1, 3.81 against 4.24 us at M = 4: its x arrives sooner); all
+  // DEPTH - UP for FP8-block (its 2 KB units: 3 measured as good as 2). DSV4GO_GEMV3_PRE
+  // overrides.
   static const int pre_env = env_int("DSV4GO_GEMV3_PRE", -1);
   const int pre = min(DEPTH - UP, pre_env >= 0 ? pre_env : FMT == DSV4C_FMT_FP8B ? DEPTH - UP : upw <= 2 ? 1 : 2);
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(gp.G * gp.bpg * gp.cl);
+  cfg.gridDim = dim3(gp.G * gp.bpg);
   cfg.blockDim = dim3(256);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
-  cudaLaunchAttribute attr[2];
-  int na = 0;
-  if (pdl) {
-    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[na].val.programmaticStreamSerializationAllowed = 1;
-    na++;
-  }
-  if (gp.cl > 1) {
-    attr[na].id = cudaLaunchAttributeClusterDimension;
-    attr[na].val.clusterDim.x = gp.cl;
-    attr[na].val.clusterDim.y = 1;
-    attr[na].val.clusterDim.z = 1;
-    na++;
-  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = na;
+  cfg.numAttrs = pdl ? 1 : 0;
   return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                  alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
                                  probe, pre, gp);
-}
-
-// cluster_ok reports whether the current device launches thread-block clusters (compute
-// capability 9.0 and later).
-inline bool cluster_ok() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  return major >= 9;
 }
 
 template <int FMT, int MT>
@@ -402,28 +351,13 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   }
   if (gp.G > 1 && (R > ntiles || ntiles % R != 0)) return DSV4C_ERR_SHAPE;
   gp.bpg = (ntiles + R - 1) / R;
-  // Too few row tiles to give half the SMs a block (wkv: 32 row tiles): K is split over a
-  // cluster of cl blocks per row tile (a power of two <= 8 dividing the chunk count, the
-  // smallest that gives half the SMs a block: 4 for wkv, 3.57 us against 3.73 us on the
-  // earlier kernel for NVFP4 at M = 1, 3.61 against 4.72 us for FP8-block; clusters of 8 took
-  // 6.98 us), for one matrix on devices with clusters (sm_90). DSV4GO_GEMV3_CL sets cl (1:
-  // decline). Else the older kernels split K.
-  gp.cl = 1;
-  gp.lgcl = 0;
-  static const int clk = env_int("DSV4GO_GEMV3_CL", 0);
-  if (2LL * gp.G * gp.bpg < sms && gp.G == 1 && R == 1 && clk != 1 && cluster_ok()) {
-    const int nch = K / 128;
-    int cl = 2;
-    while (cl < 8 && (clk > 0 ? cl < clk : 2LL * gp.bpg * cl < sms)) cl *= 2;
-    while (cl > 1 && nch % cl != 0) cl /= 2;
-    gp.cl = cl;
-    while ((1 << gp.lgcl) < cl) gp.lgcl++;
-  }
-  if (2LL * gp.G * gp.bpg * gp.cl < sms || (long long)gp.G * gp.bpg * gp.cl > 0x7fffffff) return DSV4C_ERR_SHAPE;
+  // Too few row tiles to give half the SMs a block (wkv: 32): one block per row tile would
+  // leave the GPU mostly idle; the older kernels split K over blocks there.
+  if (2LL * gp.G * gp.bpg < sms || (long long)gp.G * gp.bpg > 0x7fffffff) return DSV4C_ERR_SHAPE;
   // FP4: 8 units per warp in flight (10 with DSV4GO_GEMV3_DEPTH=2), two units per iteration
   // when every warp's K-slice has an even number of chunks (DSV4GO_GEMV3_UP=1: one).
   // FP8-block (2 KB units): 4 (5), one unit per iteration.
-  const int nch = K / 128 / gp.cl, kwN = 1 << lgkw;
+  const int nch = K / 128, kwN = 1 << lgkw;
   const bool pair = up != 1 && nch % (2 * kwN) == 0;
   // units per warp (the most any warp streams)
   const int upw = (nch + kwN - 1) / kwN * ((R + (8 >> lgkw) - 1) / (8 >> lgkw));
@@ -453,7 +387,7 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
       G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
       ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
     return DSV4C_ERR_SHAPE;
-  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0};
+  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

@@ -58,7 +58,8 @@ type DecodeConfig struct {
 	// room and the list, at most one per host per minute: a warning's
 	// "suppressed" attribute counts that host's refusals not logged since
 	// its previous one ("suppressed_other_hosts", when present, those of
-	// hosts no longer tracked: at most 256 are).
+	// hosts not tracked: at most 256 are, and a host seen while the table
+	// is full of recent ones is counted there, never logged by name).
 	AllowedBootstrapHosts HostAllowList
 	// Registry receives the metrics (default: a new registry, served at
 	// /metrics by Handler).

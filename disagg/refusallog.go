@@ -3,6 +3,7 @@ package disagg
 import (
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Warnings of refused bootstrap_hosts are throttled: a request body is
@@ -54,7 +55,12 @@ func newRefusalLog() *refusalLog {
 // note records a refusal of host and reports whether to log it, and what.
 func (r *refusalLog) note(host string) (refusalWarning, bool) {
 	if len(host) > refusalHostBytes {
-		host = host[:refusalHostBytes]
+		// cut at a rune boundary, so the logged name stays valid UTF-8
+		n := refusalHostBytes
+		for n > 0 && !utf8.RuneStart(host[n]) {
+			n--
+		}
+		host = host[:n]
 	}
 	now := r.now()
 	r.mu.Lock()

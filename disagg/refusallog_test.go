@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestRefusalLog: refusal warnings are throttled per host on an injected
@@ -20,6 +21,7 @@ func TestRefusalLog(t *testing.T) {
 		other      int64
 	}
 	long := strings.Repeat("h", 1000)
+	wide := "h" + strings.Repeat("é", 300) // 2-byte runes: byte 256 is a rune's second byte
 	for _, tc := range []struct {
 		name  string
 		max   int
@@ -59,6 +61,10 @@ func TestRefusalLog(t *testing.T) {
 			{0, long, true, 0, 0},
 			{time.Second, long + "x", false, 0, 0}, // the same first 256 bytes
 		}},
+		{"long host cut at a rune", 8, []step{
+			{0, wide, true, 0, 0},
+			{time.Second, wide + "x", false, 0, 0},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
@@ -73,7 +79,7 @@ func TestRefusalLog(t *testing.T) {
 					t.Fatalf("step %d (%v %.10q): logged %v suppressed %d other %d, want %v %d %d",
 						i, s.at, s.host, ok, w.suppressed, w.other, s.log, s.suppressed, s.other)
 				}
-				if ok && (len(w.host) > refusalHostBytes || !strings.HasPrefix(s.host, w.host)) {
+				if ok && (len(w.host) > refusalHostBytes || !strings.HasPrefix(s.host, w.host) || !utf8.ValidString(w.host)) {
 					t.Fatalf("step %d: host %.20q (%d bytes)", i, w.host, len(w.host))
 				}
 				if len(r.hosts) > tc.max {

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # tools/cuda_bench_run.sh: everything the CUDA backend needs from one device call, in order:
-# conformance (default dispatch: streaming decode GEMV, wgmma for large M; then the earlier
-# decode kernels and one-unit iterations), the read-only ceiling (tools/cuda_ceiling.cu), the
+# conformance (default dispatch: streaming decode GEMV, wgmma for large M; then, in one log,
+# grouped launches all streaming / all earlier, the earlier decode kernels, one-unit
+# iterations, the deeper ring and the opt-in 4-deep rings for large x), the read-only ceiling (tools/cuda_ceiling.cu), the
 # decode arithmetic alone (tools/cuda_decode_probe.cu), the full cudabench table, the M <= 16
 # rows again with the streaming GEMV launched without programmatic dependent launch
 # (DSV4GO_GEMV3_PDL=0: isolated launches), with the previous default dispatch (DSV4GO_GEMV3=0),
 # with the whole weight ring issued before the wait (DSV4GO_GEMV3_PRE=6) and with the math off
 # (DSV4GO_GEMV3_PROBE=1), the grouped MoE launches all on the streaming GEMV
-# (DSV4GO_GEMV3_GROUPED=1) and all on the earlier kernel (=0), and torch's comparator. Logs go to $OUT (or /tmp/cudaout); a
-# summary is printed last.
+# (DSV4GO_GEMV3_GROUPED=1) and all on the earlier kernel (=0), and torch's comparator. Logs go
+# to $OUT (or /tmp/cudaout; the device tool returns at most 8 files, so pack them first there);
+# a summary is printed last.
 # Usage on the GPU machine, after `make cuda-bins` here (carry out/cuda):
 #   bash tools/cuda_bench_run.sh
 set -uo pipefail
@@ -23,7 +25,7 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_SMALL=0"; do
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_SMALL=1"; do
   env $v timeout 60 "$B/kernels-cuda.test" -test.count=1 -test.v -test.run 'QGEMMStream|QGEMMGrouped|QGEMMDecodeSplits|Graph' >"$O/conf_v.txt" 2>&1
   rc=$?
   { echo "== $v rc=$rc"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf_v.txt"; } >>"$O/conf_variants.txt"

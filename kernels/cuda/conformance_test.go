@@ -457,9 +457,11 @@ func TestQGEMMGrouped(t *testing.T) {
 	r := rng(t)
 	st := d.Stream()
 	// 192 x 512: the earlier grouped kernel; 2048 x 512 (4 groups = 512 row tiles): the
-	// streaming GEMV for FP8-block, and for every format with DSV4GO_GEMV3_GROUPED=1.
+	// streaming GEMV for FP8-block, and for every format with DSV4GO_GEMV3_GROUPED=1, with 2
+	// row tiles per block; 8448 x 512 (2,112 row tiles): 8 whole row tiles per block, the
+	// layout of a layer's real expert launches.
 	for _, fc := range []qcase{{NVFP4, 192, 512}, {MXFP4, 192, 512}, {FP8Block, 192, 512},
-		{NVFP4, 2048, 512}, {MXFP4, 2048, 512}, {FP8Block, 2048, 512}} {
+		{NVFP4, 2048, 512}, {MXFP4, 2048, 512}, {FP8Block, 2048, 512}, {FP8Block, 8448, 512}} {
 		f, n, k := fc.f, fc.n, fc.k
 		const e = 5
 		var ps []*Packed
@@ -586,6 +588,11 @@ func TestQGEMMStream(t *testing.T) {
 		{qcase{MXFP4, 8192, 1024}, []int{1}, 0},       // R=2, two units per iteration
 		{qcase{FP8Block, 4096, 1024}, []int{1, 3}, 0}, // R=1, FP8-block
 		{qcase{FP8Block, 16384, 512}, []int{1}, 0},    // R=4, FP8-block
+		// x too large beside the 8-deep rings: 4-deep rings with DSV4GO_GEMV3_SMALL=1 (the
+		// earlier kernels by default)
+		{qcase{NVFP4, 4096, 8192}, []int{3}, 0},  // wo_b-like, two units per step
+		{qcase{MXFP4, 4096, 7168}, []int{4}, 0},  // 56 chunks: 7 per K-slice, one unit per step
+		{qcase{NVFP4, 4096, 2048}, []int{16}, 0}, // w2 at M=16, two token tiles
 	}, nil)
 }
 
@@ -729,8 +736,9 @@ func TestQGEMMLargeM(t *testing.T) {
 		{qcase{NVFP4, 4160, 1024}, []int{1800}, 0},
 		{qcase{MXFP4, 2500, 1024}, []int{2048}, 0},
 		{qcase{FP8Block, 4100, 1024}, []int{1500}, 0},
-		// K chunks that do not divide evenly by the split count (20 chunks in 8 splits, 10 in
-		// 4): the splits stay a power of two (the last one gets no chunks) and reduce in a cluster
+		// K chunks that do not divide evenly by the split count (20 chunks in 8 splits: the
+		// last gets none; 10 in 4: the last gets one): the splits stay a power of two and
+		// reduce in a cluster
 		{qcase{NVFP4, 512, 2560}, []int{256}, 0},
 		{qcase{FP8Block, 384, 1280}, []int{192}, 0},
 		// x rearranged once per call into the kernel's tile layout (rb >= 4 row blocks, >= 8

@@ -145,6 +145,9 @@ func (d *Device) Close() error {
 type Stream struct {
 	dev *Device
 	p   unsafe.Pointer
+	// capturing is set between a successful BeginCapture and its EndCapture, which then
+	// releases the OS-thread lock BeginCapture took (and only then).
+	capturing bool
 }
 
 // Sync waits until all work issued on the stream has finished and returns its first error.
@@ -697,15 +700,20 @@ func (s *Stream) BeginCapture() error {
 		runtime.UnlockOSThread()
 		return err
 	}
+	s.capturing = true
 	return nil
 }
 
 // EndCapture stops recording and instantiates the graph. Call it from the goroutine that
-// called BeginCapture (it releases BeginCapture's OS-thread lock, also on error).
+// called BeginCapture: it releases BeginCapture's OS-thread lock, also when the capture
+// fails, and leaves the caller's own locks alone when no capture was begun.
 func (s *Stream) EndCapture() (*Graph, error) {
-	defer runtime.UnlockOSThread()
 	if s == nil || s.p == nil {
 		return nil, ErrClosed
+	}
+	if s.capturing {
+		s.capturing = false
+		defer runtime.UnlockOSThread()
 	}
 	var p unsafe.Pointer
 	if err := check("capture_end", C.dsv4c_capture_end(s.p, &p)); err != nil {

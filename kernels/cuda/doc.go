@@ -16,7 +16,8 @@
 // tile, lane l of a warp owns bytes [16l, 16l+16) (E2M1) or [32l, 32l+32) (E4M3): for each of
 // the tile's four k16 steps, the eight values of its mma.sync m16n8k16 A fragment (rows
 // l/4 and l/4+8, inputs 2(l%4)+{0,1} and +8). E2M1 words are bit-permuted (see e2m1Bit) so
-// that two rotations and masks yield bf16 numbers; scales are re-encoded as 8-bit codes that
+// that shifts (left shifts but one, run as integer multiplies on the FMA pipe) and masks
+// yield bf16 numbers; scales are re-encoded as 8-bit codes that
 // one integer multiply-add expands to a bf16 pair (NVFP4: (E+9)<<3|mantissa; UE8M0: the
 // exponent shifted by a per-tensor offset). Dequantization is exact: every product has at
 // most 6 significant bits, which bf16 holds; the remaining power of two and NVFP4's global
@@ -26,16 +27,21 @@
 // most two blocks per SM, each warp streams its units of weights through its own cp.async
 // ring, issues the first ones before waiting for the previous kernel (programmatic dependent
 // launch: the next GEMV of a CUDA graph is already scheduled while this one drains), keeps
-// split-K inside the block (no memset node, no atomics, deterministic). Shapes it declines
-// (x larger than its shared memory, fewer row tiles than half the SMs) and grouped MoE
-// launches use the earlier kernels of csrc/qgemm.cu. Large M on compute capability 9.0 uses
+// split-K inside the block (no memset node, no atomics, deterministic). Grouped MoE launches
+// of FP8-block weights use it too. Shapes it declines (x larger than its shared memory, fewer
+// row tiles than half the SMs) and FP4 grouped launches use the earlier kernels of
+// csrc/qgemm.cu. Large M on compute capability 9.0 uses
 // wgmma (csrc/qgemm_large.cu, sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA
 // (H200)"). Environment switches for benchmarks: DSV4GO_GEMV3=0 turns the streaming GEMV
 // off, DSV4GO_GEMV3_PDL=0 launches it without programmatic dependent launch,
 // DSV4GO_GEMV3_DEPTH=2 / DSV4GO_GEMV3_UP=1 / DSV4GO_GEMV3_BPS=n change its ring depth, units
-// per iteration and blocks per SM; DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one earlier
-// decode kernel, DSV4GO_PDL=1 enables programmatic dependent launch for those;
-// DSV4GO_QGEMM_WGMMA=0 keeps large M on mma.sync.
+// per iteration and blocks per SM, DSV4GO_GEMV3_PRE=n the units issued before the wait,
+// DSV4GO_GEMV3_SMALL=1 lets it take x too large for its 8-deep rings with 4-deep ones,
+// DSV4GO_GEMV3_GROUPED=1 / 0 puts every / no grouped launch on it; DSV4GO_GEMV_OLD=1 /
+// DSV4GO_GEMV2_ALL=1 force one earlier decode kernel, DSV4GO_PDL=1 enables programmatic
+// dependent launch for those, DSV4GO_GEMV_BPS=n sets their split-K target (blocks per SM);
+// DSV4GO_QGEMM_WGMMA=0 keeps large M on mma.sync, DSV4GO_QGEMM_XPERM=0 / 1 turns its x
+// pre-pass off / on for every shape.
 //
 // Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its
 // name; shape problems match ErrShape with errors.Is.

@@ -7,7 +7,7 @@
 //
 // Dequantization happens in registers, exactly, into bf16:
 //  - E2M1: each 32-bit word holds the 8 nibbles of one lane's A fragment for one k16 step,
-//    laid out so that rotations and masks put sign/exponent/mantissa bits straight into
+//    laid out so that shifts and masks put sign/exponent/mantissa bits straight into
 //    bf16 positions as the bf16 number e2m1 * 2^-126 (a bf16 subnormal for 0.5).
 //  - E4M3: the byte's magnitude bits go to bf16 bits 4..10, the sign to 15: e4m3 * 2^-120.
 //  Multiplying by the block scale as a bf16 pair S (built from an 8-bit code with one
@@ -767,7 +767,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
     int blocks = rowBlocks * G;
     // target blocks per SM (DSV4GO_GEMV_BPS, benchmarks): 4 measured best for the grouped
     // expert w1/w3 launch; 6 (4 splits of 4 chunks) made the grouped w2 launch 10 % faster but
-    // w1/w3 3 % slower (BENCHMARKS.md "MoE decode")
+    // w1/w3 3 % slower (BENCHMARKS.md "Decode this round")
     static const int bps = max(1, env_int("DSV4GO_GEMV_BPS", 4));
     int target = bps * sms;
     splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;

@@ -655,7 +655,13 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // block runs >= 8 chunks: then the bulk copies save more than the pass costs (it reads and
   // writes x once).
   const long long per_block = (units + sms - 1) / sms * per;
-  if (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8)) {
+  // Not while the stream is being captured into a CUDA graph: creating the pool or allocating
+  // from a non-default pool there has not been checked on a device, and a refused call would
+  // invalidate the whole capture; the kernel then stages x itself (the path of every earlier
+  // round).
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  const bool capturing = cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;
+  if (!capturing && (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8))) {
     cudaMemPool_t pool = xperm_pool();
     const long long total = (long long)tb * (K / 64) * 1024; // 16-byte chunks of xp
     void *xp = nullptr;

@@ -14,7 +14,8 @@ int dsv4c_qgemm_large_ok();
 // For shapes that reuse x enough, the call takes a stream-ordered scratch buffer of
 // ceil(M / 128) * 128 * K * 2 bytes (x in the kernel's tile layout) from a per-device memory
 // pool and returns it at the end of the call in stream order; the pool keeps the memory it has
-// held for later calls (CUDA graph capture records the allocation as graph memory nodes).
+// held for later calls. While st is being captured into a CUDA graph the pre-pass is skipped
+// (the kernel stages x itself).
 int dsv4c_qgemm_large(int fmt, const void *d_w, const void *d_scales, int N, int npad, int K,
                       float alpha, const void *d_x, int ldx, float *d_y, int ldy, int M,
                       int accumulate, int splits, cudaStream_t st);

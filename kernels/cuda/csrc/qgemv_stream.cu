@@ -15,8 +15,8 @@
 //  - a grid of at most two blocks of 8 warps per SM (one wave); each warp owns a fixed list
 //    of 16-row x 128-input units (one row tile's K-slice, or several whole row tiles) and
 //    streams them through its own DEPTH-deep cp.async ring in shared memory, with no block
-//    barrier in the loop; the first units (2 for FP4, DEPTH - UP for FP8-block) are issued
-//    before griddepcontrol.wait (launched with the programmatic-dependent-launch attribute,
+//    barrier in the loop; the first units (FP4: 2, or 1 when a warp streams at most 2;
+//    FP8-block: DEPTH - UP) are issued before griddepcontrol.wait (launched with the programmatic-dependent-launch attribute,
 //    the next GEMV's grid is already scheduled and starts streaming as this one's blocks
 //    retire), the rest of the ring right after x is staged;
 //  - x (the previous kernel's output) is read only after the wait, once per block into
@@ -31,8 +31,9 @@
 //  - K-slices of a row tile are reduced in shared memory at the end (fixed order), whole row
 //    tiles are stored as soon as they are done. No split-K over blocks: no memset node, no
 //    atomics, deterministic.
-// The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings or when the
-// matrix has too few row tiles to occupy half the SMs; qgemm.cu then uses its older kernels.
+// The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (with
+// DSV4GO_GEMV3_SMALL=1 it first tries 4-deep rings) or when the matrix has too few row tiles
+// to occupy half the SMs; qgemm.cu then uses its older kernels.
 // Without the PDL attribute (DSV4GO_GEMV3_PDL=0) the griddepcontrol instructions are no-ops.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -288,7 +289,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 // Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and, with K-slices,
 // their reduction scratch. At most STREAM_SMEM_MAX (two blocks per SM on sm_90's 228 KB) and
 // the device's opt-in limit; when x does not fit beside the rings (large M x K) the launcher
-// declines and the caller uses the older decode kernels.
+// declines (or, with DSV4GO_GEMV3_SMALL=1, tries 4-deep rings first) and the caller uses the
+// older decode kernels.
 constexpr int STREAM_SMEM_MAX = 112 * 1024;
 template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw) {
   const size_t red = lgkw > 0 ? (size_t)7 * MT * 4 * 32 * sizeof(float) : 0;
@@ -362,15 +364,16 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   // units per warp (the most any warp streams)
   const int upw = (nch + kwN - 1) / kwN * ((R + (8 >> lgkw) - 1) / (8 >> lgkw));
 #define LAUNCH(D, P) launch_depth<FMT, MT, D, P>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st)
-  static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
+  static const bool small = env_int("DSV4GO_GEMV3_SMALL", 0) != 0;
   if constexpr (FMT == DSV4C_FMT_FP8B) {
     return depth == 2 ? LAUNCH(5, 1) : LAUNCH(4, 1);
   } else {
     if (depth == 2) return pair ? LAUNCH(10, 2) : LAUNCH(10, 1);
     int r = pair ? LAUNCH(8, 2) : LAUNCH(8, 1);
-    // x too large beside the 8-deep rings (wo_b at M = 4): a 4-deep ring leaves it room
-    // (measured wo_b M = 4: 9.08 us against 10.23 us on the earlier kernels; DSV4GO_GEMV3_SMALL=0
-    // declines instead)
+    // x too large beside the 8-deep rings (wo_b at M = 4, w2 at M = 16): with
+    // DSV4GO_GEMV3_SMALL=1 a 4-deep ring leaves it room (measured wo_b M = 4: 9.08 us against
+    // 10.23 us on the earlier kernels). Opt-in until TestQGEMMStream's cases for it have run on
+    // a GPU (they were added after the last device call of 2026-11-30).
     if (r == DSV4C_ERR_SHAPE && small) r = pair ? LAUNCH(4, 2) : LAUNCH(4, 1);
     return r;
   }
@@ -409,7 +412,8 @@ int dsv4c_qgemv_stream_enabled(int fmt, int grouped) {
   if (!on) return 0;
   if (!grouped) return 1;
   // Grouped MoE launches: the streaming kernel is faster for FP8-block (12 expert matrices:
-  // 74.0 vs 71.5 % of copy bandwidth, 6 w2: 64.7 vs 58.5 %), the earlier split-K kernel for
-  // FP4 (67.9 vs 54.5 %; BENCHMARKS.md "MoE decode"). DSV4GO_GEMV3_GROUPED=1 / 0 forces one.
+  // 73.9 vs 71.5 % of copy bandwidth, 6 w2: 64.2 vs 58.5 %, same call), the earlier split-K
+  // kernel for FP4 (67.9 vs 59.3 %; BENCHMARKS.md "Decode this round"). DSV4GO_GEMV3_GROUPED=1
+  // / 0 forces one.
   return grp >= 0 ? (grp != 0) : (fmt == DSV4C_FMT_FP8B);
 }

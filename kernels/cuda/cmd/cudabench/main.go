@@ -46,7 +46,7 @@ func main() {
 	fmtList := flag.String("formats", "NVFP4,MXFP4,FP8", "weight formats to time")
 	mList := flag.String("m", "1,4,16,64,256,2048", "token counts M")
 	sweep := flag.Bool("sweep", true, "also sweep the split-K factor for NVFP4 at M=1")
-	grouped := flag.Bool("grouped", true, "also time the grouped MoE decode launches")
+	grouped := flag.Bool("grouped", true, "also time the grouped MoE decode launches (at the M <= 16 of -m)")
 	only := flag.String("shapes", "", "time only the shapes whose name contains this text (e.g. wq_b; empty: all)")
 	single := flag.Bool("single", true, "time the single-matrix launches (false: only the grouped MoE launches)")
 	flag.Parse()
@@ -114,8 +114,10 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 	fmt.Printf("device-to-device copy: %.0f GB/s (read + write bytes of a 1 GiB cudaMemcpyAsync)\n\n", copyBW/1e9)
 
 	r := rand.New(rand.NewPCG(7, 11))
-	fmt.Println("| weight | N x K | format | M | time (us) | GB/s | % of copy BW | TFLOP/s |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	if len(shapes) > 0 {
+		fmt.Println("| weight | N x K | format | M | time (us) | GB/s | % of copy BW | TFLOP/s |")
+		fmt.Println("|---|---|---|---|---|---|---|---|")
+	}
 	type sweepRow struct {
 		name   string
 		splits int
@@ -164,7 +166,10 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 			sh   shape
 			g    int
 		}{{"6 experts x (w1, w3)", expertW13, 12}, {"6 experts x w2", expertW2, 6}} {
-			for _, m := range []int{1, 4, 16} {
+			for _, m := range ms {
+				if m > 16 { // grouped launches are a decode form: M = tokens per expert <= 16
+					continue
+				}
 				res, err := timeGrouped(d, st, r, f, gc.sh, gc.g, m)
 				if err != nil {
 					return fmt.Errorf("grouped %v %s M=%d: %w", f, gc.name, m, err)

@@ -779,7 +779,11 @@ func (s *Stream) text(t string, off int) bool {
 // as content together with the blanks before it.
 func (s *Stream) blockGap(t string, off int) bool {
 	if s.implicit && !isBlank(t) {
-		// Bare invokes end at the first other text, which is content.
+		// Bare invokes end at the first other text, which is content. When none of them
+		// was a call, the run was content and so is what follows, blanks included (the
+		// state is content, not "after a tool-call block", whose blanks are dropped):
+		// otherwise a blank held here would be dropped or kept depending on whether the
+		// text after it arrived in the same Push (FuzzToolCalls, 2026-11-30).
 		if !s.commit {
 			s.leak("")
 		}
@@ -787,8 +791,13 @@ func (s *Stream) blockGap(t string, off int) bool {
 		pre := s.takeHold()
 		s.implicit = false
 		s.raw.Reset()
-		s.st = stAfter
-		s.hold.WriteString(pre)
+		if s.commit {
+			s.st = stAfter
+			s.hold.WriteString(pre)
+		} else {
+			s.st = stContent
+			s.emitContent(pre)
+		}
 		return false
 	}
 	if !s.gapDirty && isBlank(t) {

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "qgemm_common.cuh" // the kernels' rotr, bmul, dec_e2m1 and mma16816 (bf16)
+#include "qgemm_common.cuh" // the kernels' bmul, dec_e2m1 and mma16816 (bf16)
 
 namespace {
 
@@ -39,6 +39,7 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
 
 // the previous packing's decode (until 2026-11-30): five funnel shifts and six LOP3, all on the
 // integer ALU pipe (half rate on sm_90), for comparison with dec_e2m1's IMAD shifts.
+__device__ __forceinline__ uint32_t rotr(uint32_t v, int s) { return __funnelshift_r(v, v, s); }
 __device__ __forceinline__ void dec_rot(uint32_t q, uint32_t (&a)[4]) {
   const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
   a[0] = q & M;

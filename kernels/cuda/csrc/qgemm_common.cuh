@@ -20,8 +20,6 @@ namespace {
 constexpr int KC = 128;      // K per staged chunk
 constexpr int XPAD = KC + 8; // padded smem row, in bf16 elements (272 bytes)
 
-__device__ __forceinline__ uint32_t rotr(uint32_t v, int s) { return __funnelshift_r(v, v, s); }
-
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));

@@ -16,9 +16,10 @@
 //    of 16-row x 128-input units (one row tile's K-slice, or several whole row tiles) and
 //    streams them through its own DEPTH-deep cp.async ring in shared memory, with no block
 //    barrier in the loop; the first units (FP4: 2, or 1 when a warp streams at most 2;
-//    FP8-block: DEPTH - UP) are issued before griddepcontrol.wait (launched with the programmatic-dependent-launch attribute,
-//    the next GEMV's grid is already scheduled and starts streaming as this one's blocks
-//    retire), the rest of the ring right after x is staged;
+//    FP8-block: DEPTH - UP) are issued before griddepcontrol.wait (launched with the
+//    programmatic-dependent-launch attribute, the next GEMV's grid is already scheduled and
+//    starts streaming as this one's blocks retire), the rest of the ring right after x is
+//    staged;
 //  - x (the previous kernel's output) is read only after the wait, once per block into
 //    shared memory. Its loads complete only after the weight loads issued before them, and
 //    no MMA can start without x: issuing the whole ring first left the decode idle for most

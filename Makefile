@@ -62,7 +62,8 @@ cuda-bins: cuda-lib
 	$(CUDA_GOENV) go build -tags cuda -o out/cuda/cudabench ./kernels/cuda/cmd/cudabench
 	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o out/cuda/ceiling tools/cuda_ceiling.cu
 	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o out/cuda/decode_probe tools/cuda_decode_probe.cu
-	strip out/cuda/kernels-cuda.test out/cuda/cudabench out/cuda/ceiling out/cuda/decode_probe
+	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o out/cuda/stream_trace tools/cuda_stream_trace.cu
+	strip out/cuda/kernels-cuda.test out/cuda/cudabench out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace
 
 cuda-clean:
 	rm -rf $(CUDA_DIR)/lib out/cuda

@@ -2,11 +2,15 @@
 # tools/cuda_bench_run.sh: everything the CUDA backend needs from one device call, in order:
 # conformance (default dispatch: streaming decode GEMV, wgmma for large M; then, in one log,
 # grouped launches all streaming / all earlier, the earlier decode kernels, one-unit
-# iterations, the deeper ring and the opt-in 4-deep rings for large x), the read-only ceiling (tools/cuda_ceiling.cu), the
-# decode arithmetic alone (tools/cuda_decode_probe.cu), the full cudabench table, the M <= 16
+# iterations, the deeper ring, no 4-deep rings, the next grid scheduled at the wait, no
+# clusters, clusters of 2), the read-only ceiling (tools/cuda_ceiling.cu), the decode
+# arithmetic alone (tools/cuda_decode_probe.cu), the streaming GEMV's launch timeline
+# (tools/cuda_stream_trace.cu), the full cudabench table, the M <= 16
 # rows again with the streaming GEMV launched without programmatic dependent launch
 # (DSV4GO_GEMV3_PDL=0: isolated launches), with the previous default dispatch (DSV4GO_GEMV3=0),
-# with the whole weight ring issued before the wait (DSV4GO_GEMV3_PRE=6) and with the math off
+# with the whole weight ring issued before the wait (DSV4GO_GEMV3_PRE=6), with this round's
+# dispatch changes undone (DSV4GO_GEMV3_LD=0: the next grid scheduled at the wait;
+# DSV4GO_GEMV3_CL=1 DSV4GO_GEMV3_SMALL=0: no clusters, no 4-deep rings) and with the math off
 # (DSV4GO_GEMV3_PROBE=1), the grouped MoE launches all on the streaming GEMV
 # (DSV4GO_GEMV3_GROUPED=1) and all on the earlier kernel (=0), and torch's comparator. Logs go
 # to $OUT (or /tmp/cudaout; the device tool returns at most 8 files, so pack them first there);
@@ -25,7 +29,7 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_SMALL=1"; do
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_UP=1" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_SMALL=0" "DSV4GO_GEMV3_LD=0" "DSV4GO_GEMV3_CL=1" "DSV4GO_GEMV3_CL=2"; do
   env $v timeout 60 "$B/kernels-cuda.test" -test.count=1 -test.v -test.run 'QGEMMStream|QGEMMGrouped|QGEMMDecodeSplits|Graph' >"$O/conf_v.txt" 2>&1
   rc=$?
   { echo "== $v rc=$rc"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf_v.txt"; } >>"$O/conf_variants.txt"
@@ -36,6 +40,7 @@ rm -f "$O/conf_v.txt"
 echo "== read-only ceiling; decode arithmetic alone (tools/cuda_decode_probe.cu)"
 timeout 60 "$B/ceiling" >"$O/ceiling.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/decode_probe" >"$O/decode_probe.txt" 2>&1; echo "rc=$?"
+timeout 60 "$B/stream_trace" >"$O/stream_trace.txt" 2>&1; echo "rc=$?"
 
 echo "== cudabench, default dispatch, full table"
 timeout 150 "$B/cudabench" -sweep=false >"$O/bench.txt" 2>&1; echo "rc=$?"
@@ -46,6 +51,9 @@ DSV4GO_GEMV3=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false >"$O/bench_prev.
 echo "== cudabench NVFP4 M <= 16: whole ring issued before the wait (DSV4GO_GEMV3_PRE=6, the previous order); math off (DSV4GO_GEMV3_PROBE=1)"
 DSV4GO_GEMV3_PRE=6 timeout 60 "$B/cudabench" -formats NVFP4 -m 1,4,16 -sweep=false -grouped=false >"$O/bench_pre6.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3_PROBE=1 timeout 60 "$B/cudabench" -formats NVFP4 -m 1 -sweep=false -grouped=false >"$O/bench_probe.txt" 2>&1; echo "rc=$?"
+echo "== cudabench M <= 16: this round's dispatch undone (DSV4GO_GEMV3_LD=0; DSV4GO_GEMV3_CL=1 DSV4GO_GEMV3_SMALL=0)"
+DSV4GO_GEMV3_LD=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -grouped=false >"$O/bench_ld0.txt" 2>&1; echo "rc=$?"
+DSV4GO_GEMV3_CL=1 DSV4GO_GEMV3_SMALL=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -grouped=false >"$O/bench_nocl.txt" 2>&1; echo "rc=$?"
 echo "== cudabench grouped MoE launches: all on the streaming GEMV (DSV4GO_GEMV3_GROUPED=1), all on the earlier kernel (=0)"
 DSV4GO_GEMV3_GROUPED=1 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3_GROUPED=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped0.txt" 2>&1; echo "rc=$?"
@@ -62,10 +70,16 @@ echo "-- previous dispatch"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_prev.txt"
 echo "-- grouped: default | DSV4GO_GEMV3_GROUPED=1 | DSV4GO_GEMV3_GROUPED=0"
 grep -E '^\| 6 experts' "$O/bench.txt" "$O/bench_grouped.txt" "$O/bench_grouped0.txt" | sed 's|^.*/||'
+echo "-- next grid scheduled at the wait (LD=0)"
+grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_ld0.txt"
+echo "-- no clusters, no 4-deep rings (CL=1 SMALL=0)"
+grep -E '^\| attn w(kv|o_b).* \| (1|4|16) \||^\| expert w2.* \| 16 \|' "$O/bench_nocl.txt"
 echo "-- whole ring before the wait (PRE=6)"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_pre6.txt"
 echo "-- math off (PROBE=1)"
 grep -E '^\| (expert|attn).* \| 1 \|' "$O/bench_probe.txt"
+echo "-- launch timeline (tools/cuda_stream_trace.cu)"
+cat "$O/stream_trace.txt"
 echo "-- decode arithmetic alone"
 cat "$O/decode_probe.txt"
 echo "-- ceiling"

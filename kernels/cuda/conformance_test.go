@@ -593,6 +593,11 @@ func TestQGEMMStream(t *testing.T) {
 		{qcase{NVFP4, 4096, 8192}, []int{3}, 0},  // wo_b-like, two units per step
 		{qcase{MXFP4, 4096, 7168}, []int{4}, 0},  // 56 chunks: 7 per K-slice, one unit per step
 		{qcase{NVFP4, 4096, 2048}, []int{16}, 0}, // w2 at M=16, two token tiles
+		// too few row tiles for half the SMs: K split over a thread-block cluster per row tile
+		{qcase{NVFP4, 512, 4096}, []int{1, 5}, 0},  // wkv: clusters of 4
+		{qcase{FP8Block, 512, 4096}, []int{1}, 0},  // wkv, FP8-block
+		{qcase{MXFP4, 520, 2048}, []int{1, 10}, 0}, // 33 row tiles (ragged N): clusters of 2, M > 8
+		{qcase{NVFP4, 1024, 384}, []int{2}, 0},     // 3 chunks: clusters of 1, the earlier kernels
 	}, nil)
 }
 

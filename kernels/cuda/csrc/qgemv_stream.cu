@@ -15,11 +15,11 @@
 //  - a grid of at most two blocks of 8 warps per SM (one wave); each warp owns a fixed list
 //    of 16-row x 128-input units (one row tile's K-slice, or several whole row tiles) and
 //    streams them through its own DEPTH-deep cp.async ring in shared memory, with no block
-//    barrier in the loop; the first units (FP4: 2, or 1 when a warp streams at most 2;
-//    FP8-block: DEPTH - UP) are issued before griddepcontrol.wait (launched with the
-//    programmatic-dependent-launch attribute, the next GEMV's grid is already scheduled and
-//    starts streaming as this one's blocks retire), the rest of the ring right after x is
-//    staged;
+//    barrier in the loop; the first units (FP4: 2, 1 when a warp streams at most 2, all when
+//    it streams 3 or 4; FP8-block: DEPTH - UP) are issued before griddepcontrol.wait
+//    (launched with the programmatic-dependent-launch attribute, the next GEMV's grid is
+//    scheduled once this one's blocks have staged x, or at their wait, and starts streaming
+//    as this one's blocks retire), the rest of the ring right after x is staged;
 //  - x (the previous kernel's output) is read only after the wait, once per block into
 //    shared memory. Its loads complete only after the weight loads issued before them, and
 //    no MMA can start without x: issuing the whole ring first left the decode idle for most
@@ -30,13 +30,15 @@
 //    instruction-bound on sm_90 (no FP4 conversion instruction), so every instruction
 //    outside the E2M1 -> bf16 arithmetic counts (BENCHMARKS.md, "CUDA (H200)");
 //  - K-slices of a row tile are reduced in shared memory at the end (fixed order), whole row
-//    tiles are stored as soon as they are done. No split-K over blocks: no memset node, no
-//    atomics, deterministic.
-// The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (with
-// DSV4GO_GEMV3_SMALL=1 it first tries 4-deep rings) or when the matrix has too few row tiles
-// to occupy half the SMs; qgemm.cu then uses its older kernels.
+//    tiles are stored as soon as they are done. A matrix with too few row tiles to give half
+//    the SMs a block (wkv: 32) splits K over a thread-block cluster instead, reduced through
+//    distributed shared memory in rank order. No memset node, no atomics, deterministic.
+// The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the 8-deep rings nor
+// beside 4-deep ones, or when even clusters of 8 leave half the SMs idle; qgemm.cu then uses
+// its older kernels.
 // Without the PDL attribute (DSV4GO_GEMV3_PDL=0) the griddepcontrol instructions are no-ops.
 #include <cuda_bf16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,6 +48,35 @@
 #include "qgemv_stream.h"
 
 namespace {
+
+// Timeline probes: tools/cuda_stream_trace.cu includes this file with DSV4_STREAM_TRACE defined
+// and reads per-block timestamps; the library build compiles them out.
+#ifdef DSV4_STREAM_TRACE
+__device__ unsigned long long *g_trace;
+__device__ unsigned g_trace_n;
+#define TRACE_BEGIN(yp)                                                                        \
+  unsigned long long *trace_rec = nullptr;                                                     \
+  if (threadIdx.x == 0) {                                                                      \
+    const unsigned slot = atomicAdd(&g_trace_n, 1u);                                           \
+    trace_rec = g_trace + (size_t)slot * 8;                                                    \
+    unsigned long long t;                                                                      \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));                                      \
+    unsigned smid;                                                                             \
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                          \
+    trace_rec[0] = (unsigned long long)(uintptr_t)(yp);                                        \
+    trace_rec[1] = ((unsigned long long)smid << 32) | blockIdx.x;                              \
+    trace_rec[2] = t;                                                                          \
+  }
+#define TRACE(i)                                                                               \
+  if (threadIdx.x == 0) {                                                                      \
+    unsigned long long t;                                                                      \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));                                      \
+    trace_rec[i] = t;                                                                          \
+  }
+#else
+#define TRACE_BEGIN(yp)
+#define TRACE(i)
+#endif
 
 // Per-format unit geometry: a unit is one row tile (16 rows) x one 128-input chunk.
 // Zero bf16 after x that token rows past M read instead (covers the B loads of UP <= 2 units).
@@ -61,32 +92,39 @@ template <int FMT> struct Unit {
 // Grouped launches (MoE experts): group z of G uses expert ids[z] (z when ids is NULL) of a
 // stack of E weights wstride uint4 / sstride bytes apart, scaled by alphas[e] (if non-NULL),
 // with its own x [M][K] and y [M][N] slices. bpg = blocks per group (a block never spans two
-// groups). G = 1, ids = alphas = NULL for one matrix.
+// groups). G = 1, ids = alphas = NULL for one matrix. cl > 1 (one matrix with one row tile
+// per block only): each row tile's K is split over a thread-block cluster of cl blocks, whose
+// partial sums rank 0 adds in rank order from its shared memory (distributed shared memory).
 struct Groups {
   long long wstride, sstride;
   const float *alphas;
   const int *ids;
-  int G, E, bpg;
+  int G, E, bpg, cl, lgcl; // cl = 1 << lgcl
 };
 
-template <int FMT, int MT, int DEPTH, int UP>
+template <int FMT, int MT, int DEPTH, int UP, bool CLU>
 __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per SM anyway
     qgemv_stream_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                         int K, float alpha, const __nv_bfloat16 *__restrict__ x,
                         float *__restrict__ y, int M, int N, int R, int lgkw, int accumulate, int probe,
-                        int pre, Groups gp) {
+                        int pre, int ldp, Groups gp) {
   using U = Unit<FMT>;
   constexpr int WQ = U::WQ;
   static_assert(DEPTH % UP == 0 && UP <= 2, "the unrolled ring needs DEPTH a multiple of UP");
   extern __shared__ uint4 smem[];
 
+  TRACE_BEGIN(y);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int KW = 1 << lgkw, RW = 8 >> lgkw;
   const int kw = warp >> (3 - lgkw), rw = warp & (RW - 1);
   const int nch = K / 128, KT = K / 64;
   // this warp's row tiles: rt0, rt0 + RW, ... below rtEnd; its chunks: c0 .. c0 + ncw - 1
-  const int grp = blockIdx.x / gp.bpg, bl = blockIdx.x - grp * gp.bpg;
+  // CLU: cluster split-K (a separate instantiation: the cluster arithmetic cost the other
+  // launches 1-3 %, same call)
+  const int cr = CLU ? (int)blockIdx.x & (gp.cl - 1) : 0; // rank in the cluster
+  const int bx = CLU ? (int)blockIdx.x >> gp.lgcl : (int)blockIdx.x;
+  const int grp = bx / gp.bpg, bl = bx - grp * gp.bpg;
   const int rt0 = bl * R + rw;
   const int rtEnd = min(ntiles, (bl + 1) * R);
   const int e = group_expert(gp.ids, grp);
@@ -97,9 +135,10 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   x += (size_t)grp * M * K;
   y += (size_t)grp * M * N;
   const int nrt = rt0 < rtEnd ? (rtEnd - rt0 + RW - 1) / RW : 0;
-  const int pc = (nch + KW - 1) >> lgkw;
-  const int c0 = kw * pc;
-  const int ncw = max(0, min(nch, c0 + pc) - c0);
+  const int nchb = CLU ? nch >> gp.lgcl : nch, cb = cr * nchb; // this block's chunks: cb .. cb + nchb - 1
+  const int pc = (nchb + KW - 1) >> lgkw;
+  const int c0 = cb + kw * pc;
+  const int ncw = max(0, min(cb + nchb, c0 + pc) - c0);
   const int nu = nrt * ncw; // warp-uniform
   uint8_t *const ring = reinterpret_cast<uint8_t *>(smem) + (size_t)warp * DEPTH * U::SLOT;
 
@@ -140,8 +179,11 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     if (i < mypre) issue(ring + i * U::SLOT);
   // Weights, scales and alphas are uploaded once and never written by a kernel: they are
   // read before this wait. x (and y when accumulating) may come from the previous kernel.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  // The next grid may be scheduled here (ldp 0) or once x is staged (ldp 1: its blocks'
+  // weight loads then do not queue ahead of this block's remaining ones; see the launcher).
+  if (ldp == 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  TRACE(3);
 
   // x -> shared memory once per block (rows padded by 16 bytes: conflict-free B fragments),
   // through registers so that the cp.async groups of the weight ring stay untouched. Token
@@ -158,6 +200,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     for (int i = threadIdx.x; i < ZSTRIP / 8; i += 256) reinterpret_cast<uint4 *>(zs)[i] = make_uint4(0, 0, 0, 0);
     __syncthreads();
   }
+  TRACE(4);
+  if (ldp == 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #pragma unroll
   for (int i = 0; i < DEPTH - UP; i++)
     if (i >= mypre) issue(ring + i * U::SLOT);
@@ -258,6 +302,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       if (u + s0 < nu) step(s0);
   }
   cp_wait<0>();
+  TRACE(5);
   if (KW == 1) return;
 
   // K-slices: one row tile per warp column (R == RW); reduce in fixed order through shared
@@ -272,65 +317,137 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       for (int k = 0; k < 4; k++) red[(((kw - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane] = part[0][n][k];
   }
   __syncthreads();
-  if (kw != 0 || rt0 >= rtEnd) return;
-  for (int s = 1; s < KW; s++) {
+  if constexpr (!CLU) {
+    if (kw != 0 || rt0 >= rtEnd) return;
+    for (int s = 1; s < KW; s++) {
 #pragma unroll
-    for (int n = 0; n < MT; n++)
+      for (int n = 0; n < MT; n++)
 #pragma unroll
-      for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
+        for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
+    }
+    store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+  } else {
+    // Cluster split-K (one row tile per block, RW == 1): the lead warp of ranks 1 .. cl-1
+    // writes its block's sum into rank 0's scratch past red, every thread of the cluster meets
+    // at the cluster barrier (release / acquire), and rank 0 adds them in rank order:
+    // deterministic, no atomics, y written once.
+    const bool lead = kw == 0 && rt0 < rtEnd;
+    if (lead) {
+      for (int s = 1; s < KW; s++) {
+#pragma unroll
+        for (int n = 0; n < MT; n++)
+#pragma unroll
+          for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
+      }
+    }
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    float *cred = red + 7 * RW * MT * 4 * 32;
+    if (lead && cr > 0) {
+      float *dst = cluster.map_shared_rank(cred, 0);
+#pragma unroll
+      for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) dst[((cr - 1) * MT * 4 + n * 4 + k) * 32 + lane] = part[0][n][k];
+    }
+    cluster.sync();
+    TRACE(6);
+    if (!lead || cr > 0) return;
+    for (int s = 1; s < gp.cl; s++) {
+#pragma unroll
+      for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) part[0][n][k] += cred[((s - 1) * MT * 4 + n * 4 + k) * 32 + lane];
+    }
+    store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
   }
-  store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+  TRACE(7);
 }
 
 // Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
 // one unit per loop iteration, DSV4GO_GEMV3_PRE = units issued before the wait (at most the
 // ring's DEPTH - UP), DSV4GO_GEMV3_PDL=0 launches without the
 // programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2: the
-// grid is one wave of two blocks per SM; the next grid's blocks start as these retire).
+// grid is one wave of two blocks per SM; the next grid's blocks start as these retire);
+// DSV4GO_GEMV3_LD = where the next grid is scheduled (0: at the wait, 1: once x is staged);
+// DSV4GO_GEMV3_CL = cluster size for K splits (1: none); DSV4GO_GEMV3_SMALL=0: no 4-deep rings.
 // Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and, with K-slices,
 // their reduction scratch. At most STREAM_SMEM_MAX (two blocks per SM on sm_90's 228 KB) and
 // the device's opt-in limit; when x does not fit beside the rings (large M x K) the launcher
-// declines (or, with DSV4GO_GEMV3_SMALL=1, tries 4-deep rings first) and the caller uses the
-// older decode kernels.
+// tries 4-deep rings, then declines and the caller uses the older decode kernels.
 constexpr int STREAM_SMEM_MAX = 112 * 1024;
-template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw) {
-  const size_t red = lgkw > 0 ? (size_t)7 * MT * 4 * 32 * sizeof(float) : 0;
+template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw, int cl) {
+  const size_t red = lgkw > 0 ? (size_t)(7 + cl - 1) * MT * 4 * 32 * sizeof(float) : 0;
   return (size_t)8 * DEPTH * Unit<FMT>::SLOT + ((size_t)M * (K + 8) + ZSTRIP) * 2 + red;
 }
 
-template <int FMT, int MT, int DEPTH, int UP>
+template <int FMT, int MT, int DEPTH, int UP, bool CLU>
 int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, lgkw);
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, lgkw, gp.cl);
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
-  auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP>;
+  auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU>;
   static DeviceOnce smemOptIn; // per instantiation and device
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
+  // Where the next grid may be scheduled (DSV4GO_GEMV3_LD overrides): FP4 launches without
+  // clusters, once x is staged (1): the next grid's first weight loads then queue behind this
+  // grid's remaining ones instead of ahead of them. Timeline (tools/cuda_stream_trace.cu,
+  // 2026-11-30 05:03): expert w1/w3 at M = 1 (one block per SM) ends its last block 3.6 us after
+  // the wait instead of 4.0; cudabench, same call: w1/w3 4.20 against 4.53 us at M = 1, 4.67
+  // against 5.13 at M = 4, every other shape within 1 %. Cluster launches (wkv: 3.65 against
+  // 3.55 us) and FP8-block (not measured) keep 0: scheduled before the wait.
+  static const int ldp_env = env_int("DSV4GO_GEMV3_LD", -1);
+  const int ldp = ldp_env >= 0 ? ldp_env : (FMT != DSV4C_FMT_FP8B && !CLU) ? 1 : 0;
   // units issued before griddepcontrol.wait: for FP4 2 (measured best of 0..6 on wq_b, 8
   // units per warp), 1 when a warp streams at most 2 units (expert w2, 2 per warp, same call:
-  // 3.62 against 3.87 us at M = 1, 3.81 against 4.24 us at M = 4: its x arrives sooner); all
-  // DEPTH - UP for FP8-block (its 2 KB units: 3 measured as good as 2). DSV4GO_GEMV3_PRE
-  // overrides.
+  // 3.62 against 3.87 us at M = 1, 3.81 against 4.24 us at M = 4: its x arrives sooner), all
+  // of them when a warp streams 3 or 4 (expert w1/w3, 4 per warp, with ldp 1, same call 04:53:
+  // 4.06 against 4.20 us at M = 1, 4.48 against 4.67 at M = 4); all DEPTH - UP for FP8-block
+  // (its 2 KB units: 3 measured as good as 2). DSV4GO_GEMV3_PRE overrides.
   static const int pre_env = env_int("DSV4GO_GEMV3_PRE", -1);
-  const int pre = min(DEPTH - UP, pre_env >= 0 ? pre_env : FMT == DSV4C_FMT_FP8B ? DEPTH - UP : upw <= 2 ? 1 : 2);
+  const int pre = min(DEPTH - UP, pre_env >= 0 ? pre_env
+                                  : FMT == DSV4C_FMT_FP8B ? DEPTH - UP
+                                  : upw <= 2              ? 1
+                                  : upw <= 4              ? upw
+                                                          : 2);
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(gp.G * gp.bpg);
+  cfg.gridDim = dim3(gp.G * gp.bpg * gp.cl);
   cfg.blockDim = dim3(256);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int na = 0;
+  if (pdl) {
+    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[na].val.programmaticStreamSerializationAllowed = 1;
+    na++;
+  }
+  if (gp.cl > 1) {
+    attr[na].id = cudaLaunchAttributeClusterDimension;
+    attr[na].val.clusterDim.x = gp.cl;
+    attr[na].val.clusterDim.y = 1;
+    attr[na].val.clusterDim.z = 1;
+    na++;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = na;
   return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                  alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
-                                 probe, pre, gp);
+                                 probe, pre, ldp, gp);
+}
+
+// cluster_ok reports whether the current device launches thread-block clusters (compute
+// capability 9.0 and later).
+inline bool cluster_ok() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  return major >= 9;
 }
 
 template <int FMT, int MT>
@@ -354,27 +471,46 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   }
   if (gp.G > 1 && (R > ntiles || ntiles % R != 0)) return DSV4C_ERR_SHAPE;
   gp.bpg = (ntiles + R - 1) / R;
-  // Too few row tiles to give half the SMs a block (wkv: 32): one block per row tile would
-  // leave the GPU mostly idle; the older kernels split K over blocks there.
-  if (2LL * gp.G * gp.bpg < sms || (long long)gp.G * gp.bpg > 0x7fffffff) return DSV4C_ERR_SHAPE;
+  // Too few row tiles to give half the SMs a block (wkv: 32 row tiles): K is split over a
+  // cluster of cl blocks per row tile (a power of two <= 8 dividing the chunk count, the
+  // smallest that gives half the SMs a block: 4 for wkv), for one matrix on devices with
+  // clusters (sm_90). Same call (2026-11-30 04:55), against the older kernels' split K at
+  // M = 1: NVFP4 3.47 against 3.74 us, MXFP4 3.45 against 3.72, FP8-block 3.65 against 4.70.
+  // DSV4GO_GEMV3_CL=c forces c (a benchmark knob; also for one matrix of one row tile per
+  // block that does not need it: clusters of 2 took w1/w3 4.44 against 4.53 us, and w2, two
+  // waves then, 7.30 against 3.77), 1 declines (the older kernels split K).
+  gp.cl = 1;
+  gp.lgcl = 0;
+  static const int clk = env_int("DSV4GO_GEMV3_CL", 0);
+  if (gp.G == 1 && R == 1 && clk != 1 && (clk > 1 || 2LL * gp.bpg < sms) && cluster_ok()) {
+    const int nch = K / 128;
+    int cl = 2;
+    while (cl < 8 && (clk > 0 ? cl < clk : 2LL * gp.bpg * cl < sms)) cl *= 2;
+    while (cl > 1 && nch % cl != 0) cl /= 2;
+    gp.cl = cl;
+    while ((1 << gp.lgcl) < cl) gp.lgcl++;
+  }
+  if (2LL * gp.G * gp.bpg * gp.cl < sms || (long long)gp.G * gp.bpg * gp.cl > 0x7fffffff) return DSV4C_ERR_SHAPE;
   // FP4: 8 units per warp in flight (10 with DSV4GO_GEMV3_DEPTH=2), two units per iteration
   // when every warp's K-slice has an even number of chunks (DSV4GO_GEMV3_UP=1: one).
   // FP8-block (2 KB units): 4 (5), one unit per iteration.
-  const int nch = K / 128, kwN = 1 << lgkw;
+  const int nch = K / 128 / gp.cl, kwN = 1 << lgkw;
   const bool pair = up != 1 && nch % (2 * kwN) == 0;
   // units per warp (the most any warp streams)
   const int upw = (nch + kwN - 1) / kwN * ((R + (8 >> lgkw) - 1) / (8 >> lgkw));
-#define LAUNCH(D, P) launch_depth<FMT, MT, D, P>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st)
-  static const bool small = env_int("DSV4GO_GEMV3_SMALL", 0) != 0;
+#define LAUNCH(D, P)                                                                           \
+  (gp.cl > 1 ? launch_depth<FMT, MT, D, P, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st) \
+             : launch_depth<FMT, MT, D, P, false>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st))
+  static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
   if constexpr (FMT == DSV4C_FMT_FP8B) {
     return depth == 2 ? LAUNCH(5, 1) : LAUNCH(4, 1);
   } else {
     if (depth == 2) return pair ? LAUNCH(10, 2) : LAUNCH(10, 1);
     int r = pair ? LAUNCH(8, 2) : LAUNCH(8, 1);
-    // x too large beside the 8-deep rings (wo_b at M = 4, w2 at M = 16): with
-    // DSV4GO_GEMV3_SMALL=1 a 4-deep ring leaves it room (measured wo_b M = 4: 9.08 us against
-    // 10.23 us on the earlier kernels). Opt-in until TestQGEMMStream's cases for it have run on
-    // a GPU (they were added after the last device call of 2026-11-30).
+    // x too large beside the 8-deep rings (wo_b at M = 4, w2 at M = 16): a 4-deep ring leaves
+    // it room. Same call (2026-11-30 04:53), against the earlier kernels: wo_b M = 4 8.71
+    // against 9.79 us, w2 M = 16 5.67 against 5.91 us. TestQGEMMStream's 4-deep cases passed on
+    // the H200 (04:44). DSV4GO_GEMV3_SMALL=0 turns it off.
     if (r == DSV4C_ERR_SHAPE && small) r = pair ? LAUNCH(4, 2) : LAUNCH(4, 1);
     return r;
   }
@@ -391,7 +527,7 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
       G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
       ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
     return DSV4C_ERR_SHAPE;
-  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0};
+  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

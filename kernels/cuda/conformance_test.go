@@ -750,6 +750,13 @@ func TestQGEMMLargeM(t *testing.T) {
 		// chunks per block; ragged M: tokens past M zero), several units per block
 		{qcase{FP8Block, 4352, 256}, []int{4000}, 0},
 		{qcase{NVFP4, 1100, 2048}, []int{1000}, 0},
+		// 256 x 128 tiles would split K into splits of <= 4 chunks, 128 x 64 tiles fill the SMs:
+		// unsplit 128-row x 64-token tiles (expert w2 at M = 256; ragged rows and tokens)
+		{qcase{NVFP4, 4096, 2048}, []int{256}, 0},
+		{qcase{FP8Block, 4000, 1024}, []int{250}, 0},
+		{qcase{MXFP4, 4096, 2048}, []int{200}, 0},
+		// 160 small tiles (several per block when DSV4GO_QGEMM_TILE=1 forces them)
+		{qcase{MXFP4, 520, 1024}, []int{2040}, 0},
 	}, func(m int) func(int) bool {
 		return func(i int) bool { return i%5 == 0 || i%128 == 127 || i >= m-3 }
 	})

@@ -34,7 +34,10 @@
 // When the units are fewer than the SMs, K is split: the splits of a tile form a cluster and
 // are summed through distributed shared memory (no atomics, no zeroing of y), or, where such
 // clusters do not all fit on the GPU at once, added into y with float32 atomics. A tile that
-// lies wholly inside y is stored without per-element bounds checks.
+// lies wholly inside y is stored without per-element bounds checks. Where the 256 x 128 tiles
+// would split K into short splits (<= 4 chunks) and 128-row x 64-token tiles fill the SMs
+// (expert w2 at M = 256), the same kernel runs on those instead (template ROWT 8, TN 64: each
+// consumer warpgroup one 64-row block, wgmma m64n64k16), K unsplit (launch_wgmma).
 // Measured on the H200: BENCHMARKS.md, "Large-M GEMM (wgmma)".
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -95,18 +98,44 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], const uint32_t (&a)[4
                : "memory");
 }
 
+// acc (+)= A (registers, 64 x 16 bf16) . B (shared memory, 64 tokens x 16, descriptor)
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)
+               : "memory");
+}
+// wgmma_n picks the instruction for TN tokens (128 or 64)
+template <int TN> __device__ __forceinline__ void wgmma_n(float (&d)[TN / 2], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (TN == 128)
+    wgmma_n128(d, a, desc);
+  else
+    wgmma_n64(d, a, desc);
+}
+
 // ---- the kernel ----
 //
-// A ring stage holds one 128-input chunk: its two x tiles (1024-byte aligned, 128 tokens x 128
-// bytes each), the packed weights and the scales of the block's 16 row tiles.
-template <int FMT> struct LgSmem {
+// A ring stage holds one 128-input chunk: its two x tiles (1024-byte aligned, TN tokens x 128
+// bytes each), the packed weights and the scales of the block's ROWT row tiles. Two block
+// tiles: 256 rows x 128 tokens (ROWT 16, TN 128: every shape) and 128 rows x 64 tokens (ROWT
+// 8, TN 64: shapes with too few 256 x 128 tiles for the SMs, see launch_wgmma).
+template <int FMT, int ROWT_ = 16, int TN_ = 128> struct LgSmem {
   static constexpr int WQ = Fmt<FMT>::WQ;
-  static constexpr int ROWT = 16;
-  static constexpr int XT = 128 * 128;          // one 64-input x tile (128 tokens)
+  static constexpr int ROWT = ROWT_, TN = TN_;
+  static constexpr int XT = TN * 128;           // one 64-input x tile (TN tokens)
   static constexpr int W = ROWT * 2 * 512 * WQ; // packed weights per chunk
   static constexpr int S = FMT == DSV4C_FMT_NVFP4 ? ROWT * 128 : FMT == DSV4C_FMT_MXFP4 ? ROWT * 64 : 0;
   static constexpr int STAGE = (2 * XT + W + S + 1023) / 1024 * 1024;
-  static constexpr int WS = FMT == DSV4C_FMT_FP8B ? 3 : 4; // ring depth (<= 200 KB)
+  // ring depth: as many stages as fit in 200 KB, at most 8 (256 x 128: 4, FP8-block 3; 128 x
+  // 64: 8, FP8-block 6)
+  static constexpr int WS = 200 * 1024 / STAGE < 8 ? 200 * 1024 / STAGE : 8;
   static constexpr int TOTAL = WS * STAGE + 1024;
 };
 
@@ -188,17 +217,18 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
 //
 // 3 warpgroups. Warpgroup 0 produces: cp.async of x, packed weights and scales into a WS-deep
 // ring of 128-input chunks; each producer thread's copies complete on the slot's "full"
-// mbarrier (128 arrivals). x staging: producer warp w copies tokens 32w .. 32w+31, one token
-// per instruction; lane l copies input pair l = 8t + 2j + hi (t = l/8, j = l/2 % 4, hi = l % 2)
+// mbarrier (128 arrivals). x staging: producer warp w copies the tile's tokens TPW w .. TPW w +
+// TPW - 1 (TPW = TN / 4), one token per instruction; lane l copies input pair l = 8t + 2j + hi (t = l/8, j = l/2 % 4, hi = l % 2)
 // of a 64-input tile, which is word t of chunk 2j + hi of the token's 128-byte row (before the
 // swizzle): 128 contiguous global bytes and 32 distinct banks per instruction.
 // Warpgroups 1 and 2 consume: per 64-input tile h and 64-row block mb, wait until the wgmma
-// group that last read the A registers of (h, mb) has completed (wait_group 3: the three
-// groups issued since stay queued on the tensor cores), decode 4 k16 steps of A (decode_a),
+// group that last read the A registers of (h, mb) has completed (wait_group 2 NMB - 1: 3 on
+// the 256-row tile, 1 on the 128-row one; the groups issued since stay queued on the tensor
+// cores), decode 4 k16 steps of A (decode_a),
 // issue 4 wgmma and commit; lane 0 of each consumer warp arrives on the slot's "empty"
 // mbarrier (8 arrivals) once the groups that read the slot have completed.
-// The grid is persistent: block b takes the work units b, b + gridDim.x, ... (unit = 256-row
-// block x 128-token block x K split; split fastest, then row block), and the producer runs
+// The grid is persistent: block b takes the work units b, b + gridDim.x, ... (unit = ROWT-tile
+// row block x TN-token block x K split; split fastest, then row block), and the producer runs
 // ahead across units, so the next unit's first chunks load during the epilogue.
 // mode: 0 = store y, 1 = y += (accumulate, one split), 2 = float32 atomicAdd (split-K, y
 // zeroed first or accumulated), 3 (store) and 4 (y +=) = split-K reduced inside a cluster of
@@ -208,14 +238,18 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
 // a chunk's two x tiles with one 32 KB bulk copy instead of 4-byte cp.async.
 constexpr int WS_THREADS = 384;
 
-template <int FMT, bool XP>
+template <int FMT, bool XP, int ROWT_ = 16, int TN_ = 128>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     qgemm_ws_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                     int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
                     float *__restrict__ y, int ldy, int M, int N, int rbn, int splits, int units,
                     int kper, int mode, const uint4 *__restrict__ xp) {
-  using L = LgSmem<FMT>;
-  constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = 128;
+  using L = LgSmem<FMT, ROWT_, TN_>;
+  constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = L::TN;
+  constexpr int NMB = ROWT / 8; // 64-row blocks per consumer warpgroup
+  constexpr int TPW = TN / 4;   // tokens of a tile staged per producer warp
+  constexpr bool BIG = ROWT == 16 && TN == 128; // only this tile splits K (modes 2-4)
+  static_assert(BIG || !XP, "the x tile image (xperm_kernel) is made for 128-token tiles");
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem);
@@ -284,8 +318,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       const int sp = u % splits, r2 = u / splits, rb = r2 % rbn, tb = r2 / rbn;
       const int brt0 = rb * ROWT, tok0 = tb * TN, c0 = sp * kper;
       const int nch = min(KCH - c0, kper);
-      const int mrem = M - tok0 - warp * 32; // tokens of this warp's 32 that exist
-      const __nv_bfloat16 *xw = x + (size_t)(tok0 + warp * 32) * ldx + 2 * lane;
+      const int mrem = M - tok0 - warp * TPW; // tokens of this warp's TPW that exist
+      const __nv_bfloat16 *xw = x + (size_t)(tok0 + warp * TPW) * ldx + 2 * lane;
       for (int c = 0; c < nch; c++) {
         if (wrapped) mbar_wait(bars + 8 * (WS + slot), ph ^ 1);
         const uint32_t st = s0 + slot * L::STAGE;
@@ -301,10 +335,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             bulk_g2s(st, xp + ((size_t)tb * KT + 2 * (c0 + c)) * (L::XT / 16), 2 * L::XT, bars + 8 * slot);
           }
         } else {
-          const uint32_t xs = st + warp * 32 * 128 + xt * 4;
+          const uint32_t xs = st + warp * TPW * 128 + xt * 4;
           const __nv_bfloat16 *p = xw + (c0 + c) * 128;
 #pragma unroll
-          for (int m = 0; m < 32; m++) {
+          for (int m = 0; m < TPW; m++) {
             const bool ok = m < mrem;
 #pragma unroll
             for (int h = 0; h < 2; h++)
@@ -322,7 +356,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
     }
     cp_wait<0>();
-    if (mode >= 3) { // the consumers' cluster reduction (below)
+    if (BIG && mode >= 3) { // the consumers' cluster reduction (below)
       cluster_sync();
       cluster_sync();
     }
@@ -332,8 +366,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     asm volatile("griddepcontrol.wait;" ::: "memory"); // before the first store to y
     const int cw = warp - 4; // 0..7: warpgroup cw / 4, row tiles mb * 8 + cw
     const int g = lane >> 2, t = lane & 3;
-    float acc[2][TN / 2];
-    uint32_t A[2][2][4][4]; // [tile h][row block mb]: the A fragments of 4 k16 steps
+    float acc[NMB][TN / 2];
+    uint32_t A[2][NMB][4][4]; // [tile h][row block mb]: the A fragments of 4 k16 steps
     int slot = 0;
     uint32_t ph = 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
@@ -341,7 +375,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       const int brt0 = rb * ROWT, tok0 = tb * TN, c0 = sp * kper;
       const int nch = min(KCH - c0, kper);
 #pragma unroll
-      for (int mb = 0; mb < 2; mb++)
+      for (int mb = 0; mb < NMB; mb++)
 #pragma unroll
         for (int i = 0; i < TN / 2; i++) acc[mb][i] = 0.f;
       int pslot = 0;
@@ -350,21 +384,23 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         fence_async_smem(); // the producer's generic-proxy writes -> the tensor cores
         const uint8_t *st = smem + slot * L::STAGE + 2 * L::XT;
         const uint32_t xb0 = s0 + slot * L::STAGE;
-        uint32_t fsw[2] = {0, 0};
+        uint32_t fsw[NMB] = {};
         if (FMT == DSV4C_FMT_FP8B) {
 #pragma unroll
-          for (int mb = 0; mb < 2; mb++)
+          for (int mb = 0; mb < NMB; mb++)
             fsw[mb] = __ldg(sc + (size_t)min((brt0 >> 3) + mb, (ntiles - 1) >> 3) * (KT / 2) + c0 + c);
         }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
           const uint32_t xb = xb0 + h * L::XT;
 #pragma unroll
-          for (int mb = 0; mb < 2; mb++) {
+          for (int mb = 0; mb < NMB; mb++) {
             uint32_t(&a)[4][4] = A[h][mb];
-            wg_wait<3>(); // the group that last read a (previous chunk, same tile) is done
+            // the group that last read a (previous chunk, same tile) is done: 2 * NMB groups
+            // per chunk, the 2 * NMB - 1 issued since stay queued
+            wg_wait<2 * NMB - 1>();
             // so is every group of the previous chunk: its slot can be refilled
-            if (c > 0 && mb == 1 && h == 1 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
+            if (c > 0 && mb == NMB - 1 && h == 1 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
             const int rl = mb * 8 + cw;
             uint4 wv[WQ];
 #pragma unroll
@@ -381,7 +417,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             for (int j = 0; j < 4; j++) decode_a<FMT>(wv, sw, h, j, a[j]);
             wg_fence();
 #pragma unroll
-            for (int j = 0; j < 4; j++) wgmma_n128(acc[mb], a[j], smem_desc(xb + j * 32, 16, 1024, 1));
+            for (int j = 0; j < 4; j++) wgmma_n<TN>(acc[mb], a[j], smem_desc(xb + j * 32, 16, 1024, 1));
             wg_commit();
           }
         }
@@ -393,7 +429,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
       wg_wait<0>();
       if (nch > 0 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
-      if (mode >= 3) {
+      if (BIG && mode >= 3) {
         // Split-K inside a cluster of `splits` blocks (one unit each, the splits of one tile):
         // each block leaves its partial tile (alpha applied) in its own shared memory, [token]
         // [row] with a padded row stride, then block rank r sums rows [r, r + 1) * 256 / splits
@@ -402,7 +438,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         float *red = reinterpret_cast<float *>(smem);
         named_sync(1, 256); // both consumer warpgroups are done reading the ring
 #pragma unroll
-        for (int mb = 0; mb < 2; mb++) {
+        for (int mb = 0; mb < NMB; mb++) {
           const int rowl = (mb * 8 + cw) * 16 + g;
 #pragma unroll
           for (int b = 0; b < TN / 8; b++)
@@ -457,7 +493,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (int b = 0; b < TN / 8; b++) {
 #pragma unroll
-          for (int mb = 0; mb < 2; mb++)
+          for (int mb = 0; mb < NMB; mb++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
               yb[(e & 1) * (size_t)ldy + mb * 128 + 8 * (e >> 1)] = acc[mb][4 * b + e] * alpha;
@@ -466,7 +502,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         continue;
       }
 #pragma unroll
-      for (int mb = 0; mb < 2; mb++) {
+      for (int mb = 0; mb < NMB; mb++) {
         const int row0 = (brt0 + mb * 8 + cw) * 16 + g;
 #pragma unroll
         for (int b = 0; b < TN / 8; b++) {
@@ -549,16 +585,18 @@ int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, std::atomic<int> (&c
   return v - 1;
 }
 
-// launch_ws launches qgemm_ws_kernel<FMT, XP> on the work decomposition chosen by launch_wgmma:
-// shared-memory opt-in, the split-K reduction (a cluster when all clusters fit on the GPU at
-// once, else atomics into y zeroed first), programmatic dependent launch.
-template <int FMT, bool XP>
+// launch_ws launches qgemm_ws_kernel<FMT, XP, ROWT, TN> on the work decomposition chosen by
+// launch_wgmma: shared-memory opt-in, the split-K reduction (a cluster when all clusters fit on
+// the GPU at once, else atomics into y zeroed first; 256 x 128 tiles only), programmatic
+// dependent launch.
+template <int FMT, bool XP, int ROWT = 16, int TN = 128>
 int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alpha, const void *x,
               int ldx, float *y, int ldy, int M, int accumulate, int rb, int splits, int per,
               long long units, const void *xp, cudaStream_t st) {
-  using L = LgSmem<FMT>;
+  using L = LgSmem<FMT, ROWT, TN>;
   constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
-  auto kern = qgemm_ws_kernel<FMT, XP>;
+  auto kern = qgemm_ws_kernel<FMT, XP, ROWT, TN>;
+  if (!(ROWT == 16 && TN == 128) && splits != 1) return DSV4C_ERR_SHAPE; // no split-K reduction
   const int sms = device_sms();
   static DeviceOnce smemOptIn; // per instantiation and device
   if (int e = opt_in_smem(smemOptIn, kern, SMEM)) return e;
@@ -636,10 +674,14 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   using L = LgSmem<FMT>;
   // DSV4GO_QGEMM_XPERM: -1 (default) chooses the x pre-pass below, 0 never, 1 always (benchmarks, tests)
   static const int xpmode = env_int("DSV4GO_QGEMM_XPERM", -1);
+  // DSV4GO_QGEMM_TILE: -1 (default) chooses the 128 x 64 tile by the rule below, 0 never, 1
+  // whenever the caller leaves the split to this function (benchmarks, tests)
+  static const int tilemode = env_int("DSV4GO_QGEMM_TILE", -1);
   const int ntiles = npad / 16;
   const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
   const int kch = K / 128, sms = device_sms();
-  if (splits <= 0) { // split K only while the grid stays under one wave, >= 2 chunks per split
+  const bool auto_split = splits <= 0;
+  if (auto_split) { // split K only while the grid stays under one wave, >= 2 chunks per split
     const long long blocks = (long long)rb * tb;
     splits = blocks >= sms ? 1 : sms / (int)blocks;
     splits = min(splits, max(1, kch / 2));
@@ -649,6 +691,24 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // reduction), the last ones may get fewer chunks or none
   splits = max(1, min(splits, kch));
   const int per = (kch + splits - 1) / splits;
+  // 128-row x 64-token tiles, K unsplit, where 256 x 128 tiles would split K into splits of
+  // <= 4 chunks and the small tiles fill 7/8 to 1 wave of the SMs (expert w2 at M = 256: 128
+  // tiles). A split-K launch costs ~8 us more than an unsplit one even with no chunks to run
+  // (H200, wkv M = 2048 with the main loop skipped: 11.4 us for 4 splits in clusters, 11.6
+  // with atomics, 3.5 unsplit), but a 128 x 64 x 128 chunk takes ~0.8 us against ~1.9 for a
+  // 256 x 128 x 128 one with 4x the work (not profiled; per flop it has twice the A decode
+  // and the x staging, and n64 wgmma). Same calls (05:03 and 05:10 UTC, NVFP4 / MXFP4 /
+  // FP8-block): w2 M = 256 20.6 / 20.8 / 22.3 -> 15.7 / 15.9 / 17.5 us. Slower where the
+  // splits are longer (05:03, a first rule that took this tile wherever the 256 x 128 tiles
+  // were fewer than the SMs): wkv M = 2048 (8 chunks per split) 27.4 -> 29.4 us, wo_b M = 256
+  // (16) 44.3 -> 57.0, w1/w3 M = 2048 (unsplit 256 x 128 tiles) 65.1 -> 115.3.
+  if (auto_split && tilemode != 0) {
+    const int rb8 = (ntiles + 7) / 8, tb64 = (M + 63) / 64;
+    const long long small = (long long)rb8 * tb64;
+    if (small <= 0x7fffffff &&
+        (tilemode > 0 || (splits > 1 && per <= 4 && 8 * small >= 7LL * sms && small <= sms)))
+      return launch_ws<FMT, false, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
+  }
   const long long units = (long long)rb * tb * splits;
   if (units > 0x7fffffff || splits > 65535) return DSV4C_ERR_SHAPE;
   // x in the tile layout (xperm_kernel) when each x tile is staged by >= 4 row blocks and each

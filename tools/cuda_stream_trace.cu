@@ -56,6 +56,8 @@ static void trace_shape(int fmt, int N, int K, int M) {
   unsigned long long *tr;
   CK(cudaMalloc(&tr, slots * 8 * 8));
   CK(cudaMemcpyToSymbol(g_trace, &tr, sizeof(tr)));
+  const unsigned cap = (unsigned)slots;
+  CK(cudaMemcpyToSymbol(g_trace_cap, &cap, sizeof(cap)));
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto launch = [&](int k) {
@@ -90,6 +92,10 @@ static void trace_shape(int fmt, int N, int K, int M) {
   CK(cudaEventElapsedTime(&ms, a, b));
   unsigned n;
   CK(cudaMemcpyFromSymbol(&n, g_trace_n, sizeof(n)));
+  if (n > cap) {
+    fprintf(stderr, "trace: %u blocks, buffer holds %u: the last ones are lost\n", n, cap);
+    n = cap;
+  }
   std::vector<unsigned long long> h((size_t)n * 8);
   CK(cudaMemcpy(h.data(), tr, h.size() * 8, cudaMemcpyDeviceToHost));
   // per launch: min/max of each probe over its blocks (0 = not recorded)
@@ -175,6 +181,10 @@ static void trace_shape(int fmt, int N, int K, int M) {
   cudaFree(x);
   cudaFree(y);
   cudaFree(tr);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
   cudaStreamDestroy(st);
 }
 

@@ -571,8 +571,10 @@ func runQGEMMCase(t *testing.T, d *Device, st *Stream, r *rand.Rand, w *Weight, 
 // layouts: R = 1 / 2 / 4 row tiles per block with 8 / 4 / 2 K-slices reduced in shared memory,
 // R > 8 whole row tiles per warp stored as they finish, one or two units per iteration (odd and
 // even chunk counts), M <= 8 and M > 8 (two n8 token tiles), N not a multiple of 16, every
-// format, store and accumulate. On a 132-SM H200 each shape below has enough row tiles for
-// the kernel to accept it (with DSV4GO_GEMV3=0 the same cases check the earlier kernels).
+// format, store and accumulate, 4-deep rings where x is large, and K split over thread-block
+// clusters where row tiles are few. On a 132-SM H200 every shape below but the last is
+// accepted by the kernel (the launcher falls back silently, so the comments give the path the
+// launcher's rules pick; with DSV4GO_GEMV3=0 the same cases check the earlier kernels).
 func TestQGEMMStream(t *testing.T) {
 	runQGEMMTable(t, []qgemmCases{
 		{qcase{NVFP4, 4096, 1024}, []int{1, 2, 9}, 0}, // R=1, one chunk per K-slice
@@ -588,16 +590,19 @@ func TestQGEMMStream(t *testing.T) {
 		{qcase{MXFP4, 8192, 1024}, []int{1}, 0},       // R=2, two units per iteration
 		{qcase{FP8Block, 4096, 1024}, []int{1, 3}, 0}, // R=1, FP8-block
 		{qcase{FP8Block, 16384, 512}, []int{1}, 0},    // R=4, FP8-block
-		// x too large beside the 8-deep rings: 4-deep rings with DSV4GO_GEMV3_SMALL=1 (the
-		// earlier kernels by default)
+		// x too large beside the 8-deep rings: 4-deep rings (with DSV4GO_GEMV3_SMALL=0 the
+		// earlier kernels)
 		{qcase{NVFP4, 4096, 8192}, []int{3}, 0},  // wo_b-like, two units per step
 		{qcase{MXFP4, 4096, 7168}, []int{4}, 0},  // 56 chunks: 7 per K-slice, one unit per step
 		{qcase{NVFP4, 4096, 2048}, []int{16}, 0}, // w2 at M=16, two token tiles
 		// too few row tiles for half the SMs: K split over a thread-block cluster per row tile
-		{qcase{NVFP4, 512, 4096}, []int{1, 5}, 0},  // wkv: clusters of 4
+		{qcase{NVFP4, 512, 4096}, []int{1, 5}, 0},  // wkv: clusters of 4 (M=5: 4-deep rings)
 		{qcase{FP8Block, 512, 4096}, []int{1}, 0},  // wkv, FP8-block
-		{qcase{MXFP4, 520, 2048}, []int{1, 10}, 0}, // 33 row tiles (ragged N): clusters of 2, M > 8
-		{qcase{NVFP4, 1024, 384}, []int{2}, 0},     // 3 chunks: clusters of 1, the earlier kernels
+		{qcase{MXFP4, 520, 2048}, []int{1, 10}, 0}, // 36 row tiles, ragged N: clusters of 2, M > 8
+		{qcase{NVFP4, 256, 1024}, []int{1, 3}, 0},  // 16 row tiles: clusters of 8, one chunk each
+		{qcase{NVFP4, 1024, 4096}, []int{1}, 0},    // clusters of 2, 8-deep rings, two units per step
+		{qcase{FP8Block, 512, 2048}, []int{9}, 0},  // clusters of 4, FP8-block, M > 8
+		{qcase{NVFP4, 1024, 384}, []int{2}, 0},     // 3 chunks, no power-of-two split: declined
 	}, nil)
 }
 
@@ -680,6 +685,44 @@ func TestGraphStreamChain(t *testing.T) {
 		if math.Float32bits(got[i]) != math.Float32bits(eager[i]) {
 			t.Fatalf("graph replay y2[%d] = %g, eager %g", i, got[i], eager[i])
 		}
+	}
+}
+
+// TestGraphLargeM captures large-M GEMMs that rearrange x in a pre-pass when run eagerly
+// (several row blocks, >= 8 chunks per block) into a CUDA graph and checks that replays
+// reproduce the eager result bit for bit (no split-K: no atomics). Under capture the pre-pass
+// runs only with DSV4GO_QGEMM_XPERM_GRAPH=1 (its buffer a graph allocation node); without it
+// the captured kernel stages x itself, which must give the same bits as well.
+func TestGraphLargeM(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st, err := d.NewStream()
+	must(t, err)
+	defer st.Close()
+	for _, c := range []struct {
+		q qcase
+		m int
+	}{{qcase{NVFP4, 1100, 2048}, 1000}, {qcase{FP8Block, 4352, 256}, 4000}} {
+		p, _ := packRandom(t, r, c.q)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+		x, y := alloc(2*c.m*c.q.k), alloc(4*c.m*c.q.n)
+		xb, _ := bf16Acts(r, c.m*c.q.k)
+		must(t, x.Upload(xb))
+		step := func() error { return st.QGEMM(w, x, y, c.m, false) }
+		must(t, step(), st.Sync())
+		eager := make([]float32, c.m*c.q.n)
+		must(t, y.DownloadF32(eager))
+		got := replayGraph(t, st, step, y, c.m*c.q.n)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(eager[i]) {
+				t.Fatalf("%v M=%d: graph replay y[%d] = %g, eager %g", c.q, c.m, i, got[i], eager[i])
+			}
+		}
+		x.Free()
+		y.Free()
+		w.Free()
 	}
 }
 

@@ -27,21 +27,26 @@
 // most two blocks per SM, each warp streams its units of weights through its own cp.async
 // ring, issues the first ones before waiting for the previous kernel (programmatic dependent
 // launch: the next GEMV of a CUDA graph is already scheduled while this one drains), keeps
-// split-K inside the block (no memset node, no atomics, deterministic). Grouped MoE launches
-// of FP8-block weights use it too. Shapes it declines (x larger than its shared memory, fewer
-// row tiles than half the SMs) and FP4 grouped launches use the earlier kernels of
-// csrc/qgemm.cu. Large M on compute capability 9.0 uses
-// wgmma (csrc/qgemm_large.cu, sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA
-// (H200)"). Environment switches for benchmarks: DSV4GO_GEMV3=0 turns the streaming GEMV
-// off, DSV4GO_GEMV3_PDL=0 launches it without programmatic dependent launch,
-// DSV4GO_GEMV3_DEPTH=2 / DSV4GO_GEMV3_UP=1 / DSV4GO_GEMV3_BPS=n change its ring depth, units
-// per iteration and blocks per SM, DSV4GO_GEMV3_PRE=n the units issued before the wait,
-// DSV4GO_GEMV3_SMALL=1 lets it take x too large for its 8-deep rings with 4-deep ones,
-// DSV4GO_GEMV3_GROUPED=1 / 0 puts every / no grouped launch on it; DSV4GO_GEMV_OLD=1 /
-// DSV4GO_GEMV2_ALL=1 force one earlier decode kernel, DSV4GO_PDL=1 enables programmatic
-// dependent launch for those, DSV4GO_GEMV_BPS=n sets their split-K target (blocks per SM);
-// DSV4GO_QGEMM_WGMMA=0 keeps large M on mma.sync, DSV4GO_QGEMM_XPERM=0 / 1 turns its x
-// pre-pass off / on for every shape.
+// split-K inside the block, or inside a thread-block cluster when the matrix has too few row
+// tiles to occupy the SMs (no memset node, no atomics, deterministic), and stages x with
+// 4-deep rings when x is too large for 8-deep ones. Grouped MoE launches of FP8-block weights
+// use it too. Shapes it declines (x larger than its shared memory, too few row tiles and no
+// cluster size that fixes it) and FP4 grouped launches use the earlier kernels of
+// csrc/qgemm.cu. Large M on compute capability 9.0 uses wgmma (csrc/qgemm_large.cu,
+// sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches
+// for benchmarks: DSV4GO_GEMV3=0 turns the streaming GEMV off, DSV4GO_GEMV3_PDL=0 launches it
+// without programmatic dependent launch, DSV4GO_GEMV3_DEPTH=2 / DSV4GO_GEMV3_UP=1 /
+// DSV4GO_GEMV3_BPS=n change its ring depth, units per iteration and blocks per SM,
+// DSV4GO_GEMV3_PRE=n the units issued before the wait, DSV4GO_GEMV3_LD=0 / 1 schedules the
+// next grid at the wait / once x is staged, DSV4GO_GEMV3_CL=n sets the cluster size of its K
+// split (1: none), DSV4GO_GEMV3_SMALL=0 turns the 4-deep rings off, DSV4GO_GEMV3_GROUPED=1 /
+// 0 puts every / no grouped launch on it; DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one
+// earlier decode kernel, DSV4GO_PDL=1 enables programmatic dependent launch for those,
+// DSV4GO_GEMV_BPS=n sets their split-K target (blocks per SM); DSV4GO_QGEMM_WGMMA=0 keeps
+// large M on mma.sync, DSV4GO_QGEMM_XPERM=0 / 1 turns its x pre-pass off / on for every
+// shape, DSV4GO_QGEMM_XPERM_GRAPH=1 keeps the pre-pass while a stream is being captured (its
+// buffer a graph allocation node), DSV4GO_QGEMM_TILE=0 / 1 never / always uses its 128 x 64
+// tiles.
 //
 // Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its
 // name; shape problems match ErrShape with errors.Is.

@@ -715,17 +715,25 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // block runs >= 8 chunks: then the bulk copies save more than the pass costs (it reads and
   // writes x once).
   const long long per_block = (units + sms - 1) / sms * per;
-  // Not while the stream is being captured into a CUDA graph: creating the pool or allocating
-  // from a non-default pool there has not been checked on a device, and a refused call would
-  // invalidate the whole capture; the kernel then stages x itself (the path of every earlier
-  // round).
+  // While the stream is being captured into a CUDA graph the pass's buffer would have to be a
+  // graph allocation node (cudaMallocAsync from the device's default pool; creating or using the
+  // private pool there is not allowed or not checked, and a refused call would invalidate the
+  // whole capture). That is opt-in (DSV4GO_QGEMM_XPERM_GRAPH=1) until a device run has checked
+  // it (TestGraphLargeM); by default a captured call stages x in the kernel itself.
+  static const bool xpgraph = env_flag("DSV4GO_QGEMM_XPERM_GRAPH");
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   const bool capturing = cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;
-  if (!capturing && (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8))) {
-    cudaMemPool_t pool = xperm_pool();
+  if ((!capturing || xpgraph) && (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8))) {
     const long long total = (long long)tb * (K / 64) * 1024; // 16-byte chunks of xp
     void *xp = nullptr;
-    if (pool && cudaMallocFromPoolAsync(&xp, (size_t)total * 16, pool, st) == cudaSuccess) {
+    bool got = false;
+    if (capturing) {
+      got = cudaMallocAsync(&xp, (size_t)total * 16, st) == cudaSuccess;
+    } else {
+      cudaMemPool_t pool = xperm_pool();
+      got = pool && cudaMallocFromPoolAsync(&xp, (size_t)total * 16, pool, st) == cudaSuccess;
+    }
+    if (got) {
       cudaLaunchConfig_t cfg = {};
       cfg.blockDim = dim3(256);
       cfg.gridDim = dim3((unsigned)min((total + 255) / 256, 4LL * sms));

@@ -16,7 +16,8 @@
 //    of 16-row x 128-input units (one row tile's K-slice, or several whole row tiles) and
 //    streams them through its own DEPTH-deep cp.async ring in shared memory, with no block
 //    barrier in the loop; the first units (FP4: 2, 1 when a warp streams at most 2, all when
-//    it streams 3 or 4; FP8-block: DEPTH - UP) are issued before griddepcontrol.wait
+//    it streams 3 or 4, at most DEPTH - UP; FP8-block: DEPTH - UP) are issued before
+//    griddepcontrol.wait
 //    (launched with the programmatic-dependent-launch attribute, the next GEMV's grid is
 //    scheduled once this one's blocks have staged x, or at their wait, and starts streaming
 //    as this one's blocks retire), the rest of the ring right after x is staged;
@@ -33,9 +34,10 @@
 //    tiles are stored as soon as they are done. A matrix with too few row tiles to give half
 //    the SMs a block (wkv: 32) splits K over a thread-block cluster instead, reduced through
 //    distributed shared memory in rank order. No memset node, no atomics, deterministic.
-// The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the 8-deep rings nor
-// beside 4-deep ones, or when even clusters of 8 leave half the SMs idle; qgemm.cu then uses
-// its older kernels.
+// The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (FP4: 8-deep,
+// then 4-deep; FP8-block: 4-deep), or when the grid would leave half the SMs idle and no
+// cluster size fixes it (grouped launches, no power-of-two split of the chunks, devices without
+// clusters); qgemm.cu then uses its older kernels.
 // Without the PDL attribute (DSV4GO_GEMV3_PDL=0) the griddepcontrol instructions are no-ops.
 #include <cuda_bf16.h>
 #include <cooperative_groups.h>
@@ -53,12 +55,12 @@ namespace {
 // and reads per-block timestamps; the library build compiles them out.
 #ifdef DSV4_STREAM_TRACE
 __device__ unsigned long long *g_trace;
-__device__ unsigned g_trace_n;
+__device__ unsigned g_trace_n, g_trace_cap; // records used, records the buffer holds
 #define TRACE_BEGIN(yp)                                                                        \
   unsigned long long *trace_rec = nullptr;                                                     \
   if (threadIdx.x == 0) {                                                                      \
     const unsigned slot = atomicAdd(&g_trace_n, 1u);                                           \
-    trace_rec = g_trace + (size_t)slot * 8;                                                    \
+    trace_rec = g_trace + (size_t)min(slot, g_trace_cap - 1) * 8; /* overflow: last record */  \
     unsigned long long t;                                                                      \
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));                                      \
     unsigned smid;                                                                             \
@@ -114,6 +116,10 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   extern __shared__ uint4 smem[];
 
   TRACE_BEGIN(y);
+  // Cluster launches: arrive at the cluster barrier now, wait on it before the first write into
+  // another block's shared memory (distributed shared memory may be accessed only once every
+  // block of the cluster has started); the wait is long satisfied by then.
+  if constexpr (CLU) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int KW = 1 << lgkw, RW = 8 >> lgkw;
@@ -302,6 +308,9 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       if (u + s0 < nu) step(s0);
   }
   cp_wait<0>();
+#ifdef DSV4_STREAM_TRACE
+  __syncthreads(); // the block's end, not warp 0's, when warps own whole row tiles
+#endif
   TRACE(5);
   if (KW == 1) return;
 
@@ -343,6 +352,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     float *cred = red + 7 * RW * MT * 4 * 32;
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); // the arrive at the top
     if (lead && cr > 0) {
       float *dst = cluster.map_shared_rank(cred, 0);
 #pragma unroll

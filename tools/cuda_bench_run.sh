@@ -3,7 +3,7 @@
 # conformance (default dispatch: streaming decode GEMV, wgmma for large M; then, in one log,
 # grouped launches all streaming / all earlier, the earlier decode kernels, no 4-deep rings,
 # the next grid scheduled at the wait, no clusters, clusters of 2, the earlier grouped
-# kernel's previous split-K target, the large-M x pre-pass under capture), the read-only ceiling (tools/cuda_ceiling.cu), the decode
+# kernel's previous split-K target, no large-M x pre-pass under capture), the read-only ceiling (tools/cuda_ceiling.cu), the decode
 # arithmetic alone (tools/cuda_decode_probe.cu), the streaming GEMV's launch timeline
 # (tools/cuda_stream_trace.cu), the full cudabench table, the M <= 16
 # rows again with the streaming GEMV launched without programmatic dependent launch
@@ -13,8 +13,8 @@
 # DSV4GO_GEMV3_CL=1 DSV4GO_GEMV3_SMALL=0: no clusters, no 4-deep rings) and with the math off
 # (DSV4GO_GEMV3_PROBE=1), the grouped MoE launches all on the streaming GEMV
 # (DSV4GO_GEMV3_GROUPED=1) and all on the earlier kernel (=0) (which, for FP4, also with its
-# previous split-K target and with a cluster reduction), M = 2048 with the x pre-pass under
-# capture (DSV4GO_QGEMM_XPERM_GRAPH=1), and torch's comparator. Logs go
+# previous split-K target and with a cluster reduction), M = 2048 without the x pre-pass under
+# capture (DSV4GO_QGEMM_XPERM_GRAPH=0), and torch's comparator. Logs go
 # to $OUT (or /tmp/cudaout; the device tool returns at most 8 files, so pack them first there);
 # a summary is printed last.
 # Usage on the GPU machine, after `make cuda-bins` here (carry out/cuda):
@@ -31,7 +31,7 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_SMALL=0" "DSV4GO_GEMV3_LD=0" "DSV4GO_GEMV3_CL=1" "DSV4GO_GEMV3_CL=2" "DSV4GO_GEMV_BPS=4" "DSV4GO_QGEMM_XPERM_GRAPH=1"; do
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_SMALL=0" "DSV4GO_GEMV3_LD=0" "DSV4GO_GEMV3_CL=1" "DSV4GO_GEMV3_CL=2" "DSV4GO_GEMV_BPS=4" "DSV4GO_QGEMM_XPERM_GRAPH=0"; do
   env $v timeout 40 "$B/kernels-cuda.test" -test.count=1 -test.v -test.run 'QGEMMStream|QGEMMGrouped|QGEMMDecodeSplits|Graph' >"$O/conf_v.txt" 2>&1
   rc=$?
   { echo "== $v rc=$rc"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf_v.txt"; } >>"$O/conf_variants.txt"
@@ -65,8 +65,8 @@ for v in "DSV4GO_GEMV_BPS=4" "DSV4GO_GEMV_CLUSTER=1"; do
   env $v timeout 60 "$B/cudabench" -formats NVFP4,MXFP4 -m 1,4,16 -sweep=false -single=false 2>&1 | grep -E '^\| 6 experts' >>"$O/bench_grouped_knobs.txt"; echo "rc=$?"
 done
 
-echo "== cudabench M = 2048 with the large-M x pre-pass under graph capture (DSV4GO_QGEMM_XPERM_GRAPH=1)"
-DSV4GO_QGEMM_XPERM_GRAPH=1 timeout 60 "$B/cudabench" -m 2048 -sweep=false -grouped=false >"$O/bench_xpgraph.txt" 2>&1; echo "rc=$?"
+echo "== cudabench M = 2048 without the large-M x pre-pass under graph capture (DSV4GO_QGEMM_XPERM_GRAPH=0)"
+DSV4GO_QGEMM_XPERM_GRAPH=0 timeout 60 "$B/cudabench" -m 2048 -sweep=false -grouped=false >"$O/bench_xpgraph.txt" 2>&1; echo "rc=$?"
 
 echo "== torch comparator"
 PYTHONUNBUFFERED=1 timeout 120 python3 tools/cuda_bench.py --m 1,4,16,256,2048 >"$O/torch.txt" 2>&1; echo "rc=$?"
@@ -90,7 +90,7 @@ echo "-- whole ring before the wait (PRE=6)"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_pre6.txt"
 echo "-- math off (PROBE=1)"
 grep -E '^\| (expert|attn).* \| 1 \|' "$O/bench_probe.txt"
-echo "-- M = 2048 with the x pre-pass under capture (XPERM_GRAPH=1)"
+echo "-- M = 2048 without the x pre-pass under capture (XPERM_GRAPH=0)"
 grep -E '^\| .* \| 2048 \|' "$O/bench_xpgraph.txt"
 echo "-- launch timeline (tools/cuda_stream_trace.cu)"
 cat "$O/stream_trace.txt"

@@ -690,9 +690,9 @@ func TestGraphStreamChain(t *testing.T) {
 
 // TestGraphLargeM captures large-M GEMMs that rearrange x in a pre-pass when run eagerly
 // (several row blocks, >= 8 chunks per block) into a CUDA graph and checks that replays
-// reproduce the eager result bit for bit (no split-K: no atomics). Under capture the pre-pass
-// runs only with DSV4GO_QGEMM_XPERM_GRAPH=1 (its buffer a graph allocation node); without it
-// the captured kernel stages x itself, which must give the same bits as well.
+// reproduce the eager result bit for bit (no split-K: no atomics). Under capture the pre-pass's
+// buffer is a graph allocation node; with DSV4GO_QGEMM_XPERM_GRAPH=0 the captured kernel
+// stages x itself, which must give the same bits as well.
 func TestGraphLargeM(t *testing.T) {
 	d := device(t)
 	r := rng(t)

@@ -765,12 +765,14 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   if (splits <= 0) {
     const int sms = device_sms();
     int blocks = rowBlocks * G;
-    // target blocks per SM (DSV4GO_GEMV_BPS overrides): 6 when K <= 2048, else 4. Same call
-    // (2026-11-30 05:15, NVFP4 grouped MoE launches at M = 1): 6 experts' w2 (K = 2048; 6 gives
-    // 4 splits of 4 chunks) 11.44 against 12.75 us at 4; 12 w1/w3 matrices (K = 4096) 20.14 at 6
-    // against 19.62 us at 4 (3 splits); 3 and 8 no better for either (BENCHMARKS.md).
+    // target blocks per SM (DSV4GO_GEMV_BPS overrides): 6 when K <= 2048 and M <= 8, else 4.
+    // Same call (2026-11-30 05:15, NVFP4 grouped MoE launches at M = 1): 6 experts' w2 (K =
+    // 2048; 6 gives 4 splits of 4 chunks) 11.44 against 12.75 us at 4; 12 w1/w3 matrices (K =
+    // 4096) 20.14 at 6 against 19.62 us at 4 (3 splits); 3 and 8 no better for either. Run T
+    // (05:22): w2 at M = 1 / 4 / 16 11.37 / 12.27 / 17.24 us at 6 against 12.62 / 13.30 / 16.65
+    // at 4 (BENCHMARKS.md).
     static const int bps_env = env_int("DSV4GO_GEMV_BPS", -1);
-    const int bps = bps_env > 0 ? bps_env : kch <= 16 ? 6 : 4;
+    const int bps = bps_env > 0 ? bps_env : (kch <= 16 && M <= 8) ? 6 : 4;
     int target = bps * sms;
     splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
     splits = min(splits, max(1, kch / 2)); // keep >= 2 chunks per split when possible

@@ -15,14 +15,7 @@
 
 #include "../kernels/cuda/csrc/qgemm_common.cuh" // ldg_stream: the GEMVs' streaming load
 
-#define CK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
+#include "cuda_check.h"
 
 
 // mode 0: plain. mode 1: PDL, wait before the first load (launch overlap only).

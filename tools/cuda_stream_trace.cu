@@ -20,14 +20,7 @@
 #include <stdio.h>
 #include <vector>
 
-#define CK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
+#include "cuda_check.h"
 
 static double med(std::vector<double> v) {
   if (v.empty()) return 0;

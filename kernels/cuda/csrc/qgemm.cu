@@ -575,11 +575,7 @@ int launch_gemv2(const void *w, const void *sc, long long wstride, long long sst
   cfg.stream = st;
   cudaLaunchAttribute attr[1];
   int na = 0;
-  if (gemv_pdl()) {
-    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[na].val.programmaticStreamSerializationAllowed = 1;
-    na++;
-  }
+  if (gemv_pdl()) pdl_attr(attr[na++]);
   cfg.attrs = attr;
   cfg.numAttrs = na;
   cudaError_t err = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc,
@@ -813,18 +809,8 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   const bool use_pdl = gemv_pdl();
   cudaLaunchAttribute attr[2];
   int na = 0;
-  if (use_pdl) {
-    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[na].val.programmaticStreamSerializationAllowed = 1;
-    na++;
-  }
-  if (mode == 2) {
-    attr[na].id = cudaLaunchAttributeClusterDimension;
-    attr[na].val.clusterDim.x = 1;
-    attr[na].val.clusterDim.y = splits;
-    attr[na].val.clusterDim.z = 1;
-    na++;
-  }
+  if (use_pdl) pdl_attr(attr[na++]);
+  if (mode == 2) cluster_attr(attr[na++], 1, splits);
   cfg.attrs = attr;
   cfg.numAttrs = na;
   cudaError_t err = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc,

@@ -190,6 +190,22 @@ __device__ __forceinline__ void store_acc(const float (&acc)[RT][MT][4], int rt0
 
 // ---- host side ----
 
+// cluster_attr fills a launch attribute asking for thread-block clusters of x by y blocks.
+inline void cluster_attr(cudaLaunchAttribute &a, int x, int y = 1) {
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = x;
+  a.val.clusterDim.y = y;
+  a.val.clusterDim.z = 1;
+}
+
+// pdl_attr fills a launch attribute allowing programmatic dependent launch: the kernel may be
+// scheduled before the previous one in the stream completes, and waits for it with
+// griddepcontrol.wait.
+inline void pdl_attr(cudaLaunchAttribute &a) {
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+}
+
 // env_int reads an integer environment switch (benchmark knobs), def when unset or empty.
 inline int env_int(const char *name, int def) {
   const char *v = getenv(name);

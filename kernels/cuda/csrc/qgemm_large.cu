@@ -527,14 +527,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   }
 }
 
-// cluster_attr fills a launch attribute asking for clusters of cl blocks along x.
-static void cluster_attr(cudaLaunchAttribute &a, int cl) {
-  a.id = cudaLaunchAttributeClusterDimension;
-  a.val.clusterDim.x = cl;
-  a.val.clusterDim.y = 1;
-  a.val.clusterDim.z = 1;
-}
-
 // xperm_kernel writes x [M][K] (bf16, row stride ldx2 input pairs) as the wgmma kernel's
 // shared-memory x tiles, xp[tb][kt] = 128 tokens x 128 bytes (16 KB; tokens past M are zero):
 // token m's input pair l = 8t + 2j + hi of 64-input tile kt goes to 16-byte chunk (2j + hi) ^
@@ -628,10 +620,8 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
   // Programmatic dependent launch (the kernel waits for the previous grid before it reads x
   // or writes y), except right after the split-K memset.
   if (!(mode == 2 && !accumulate)) {
-    at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    pdl_attr(at[cfg.numAttrs++]);
     cfg.attrs = at;
-    cfg.numAttrs++;
   }
   cfg.gridDim = dim3(mode >= 3 ? (unsigned)units : (unsigned)min(units, (long long)sms));
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call

@@ -432,18 +432,8 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   cfg.stream = st;
   cudaLaunchAttribute attr[2];
   int na = 0;
-  if (pdl) {
-    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[na].val.programmaticStreamSerializationAllowed = 1;
-    na++;
-  }
-  if (gp.cl > 1) {
-    attr[na].id = cudaLaunchAttributeClusterDimension;
-    attr[na].val.clusterDim.x = gp.cl;
-    attr[na].val.clusterDim.y = 1;
-    attr[na].val.clusterDim.z = 1;
-    na++;
-  }
+  if (pdl) pdl_attr(attr[na++]);
+  if (gp.cl > 1) cluster_attr(attr[na++], gp.cl);
   cfg.attrs = attr;
   cfg.numAttrs = na;
   return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,

@@ -5,6 +5,7 @@
 #                        with nvcc, then `go build -tags cuda ./...`
 #   make cuda-bins       also build the carried test and benchmark binaries into out/cuda/
 #                        (stripped: the device tool carries at most 64 MiB with the tree)
+#   make cuda-test       run the conformance suite on this machine's GPU (relinked library)
 # Variables: CUDA_HOME (a toolkit: bin/nvcc, include/, lib64/ or lib/ with libcudart_static.a;
 # default: /usr/local/cuda, or the pip-installed wheels of .ci/cuda-build),
 # CUDA_ARCHS (default 90; e.g. "90 100a 120a" adds Blackwell targets), NVCC_FLAGS.
@@ -23,7 +24,7 @@ CUDA_LIB  := $(CUDA_DIR)/lib/libdsv4cuda.a
 GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
              -gencode=arch=compute_$(firstword $(CUDA_ARCHS)),code=compute_$(firstword $(CUDA_ARCHS))
 
-.PHONY: cuda cuda-lib cuda-bins cuda-vet cuda-clean
+.PHONY: cuda cuda-lib cuda-bins cuda-vet cuda-test cuda-clean
 
 cuda-lib: $(CUDA_LIB) $(CUDA_DIR)/lib/libcudart_static.a
 
@@ -48,6 +49,11 @@ cuda: cuda-lib
 
 cuda-vet: cuda-lib
 	go vet -tags cuda ./kernels/cuda/...
+
+# The conformance suite on this machine's GPU (skips without one), linked against the freshly
+# built library (a plain `go test -tags cuda` may reuse a test binary linked against an older one).
+cuda-test: cuda-lib
+	$(CUDA_GOENV) go test -tags cuda ./kernels/cuda
 
 # Go's build cache does not see libdsv4cuda.a (it enters through #cgo LDFLAGS), so a
 # rebuilt library would not be relinked: the library's hash goes into CGO_LDFLAGS (an

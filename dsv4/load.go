@@ -68,7 +68,9 @@ func WithAllowUnexpected() Option {
 // and DeepSeek's "layers.N.attn.wq_a.weight"), in every published form:
 // BF16/F32/F16; FP8 E4M3 with 128x128 UE8M0 or F32 block scales; MXFP4 routed
 // experts (UE8M0 per 32); NVFP4 routed experts (E4M3 per 16 + F32 global).
-// Only metadata is read eagerly; tensor bytes are memory-mapped.
+// Every weight is dequantized to float32 while loading (plan on 4 bytes per
+// parameter of resident memory; package doc, "Memory"); the safetensors files
+// are memory-mapped and read once for that.
 //
 // Errors: *ConfigError (ErrConfig) for config.json; *ValidationError listing
 // every missing (ErrMissingTensor), unexpected (ErrUnexpectedTensor),

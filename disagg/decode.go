@@ -24,7 +24,10 @@ var ErrMismatch = errors.New("disagg: prefill and decode disagree on the request
 // DecodeConfig configures a DecodeServer. Model is required.
 type DecodeConfig struct {
 	Model *dsv4.Model
-	// Name is the served model name (default "dsv4").
+	// Name is the served model name (default "dsv4"), reported in responses and
+	// /v1/models. A request's "model" field is not checked against it, as
+	// SGLang's PD servers do not (examples/server answers 404 model_not_found,
+	// as vLLM does).
 	Name string
 	// EngineOptions configure the decode engine (StepTokens is overridden:
 	// a prompt must reach the backend in one call).

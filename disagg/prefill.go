@@ -24,7 +24,10 @@ type PrefillConfig struct {
 	// Engine renders and tokenizes chat requests (Engine.ChatPrompt); nil
 	// starts one with dsv4.NewEngine and default options.
 	Engine *dsv4.Engine
-	// Name is the served model name (default "dsv4").
+	// Name is the served model name (default "dsv4"), reported in responses and
+	// /v1/models. A request's "model" field is not checked against it, as
+	// SGLang's PD servers do not (examples/server answers 404 model_not_found,
+	// as vLLM does).
 	Name string
 	// BootstrapHost is the host that sequential-mode transfer descriptors
 	// advertise (default "127.0.0.1"); the port is that of the listener given

@@ -183,7 +183,7 @@ func (d *DecodeServer) Close() error {
 func (d *DecodeServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", d.chat)
-	mux.HandleFunc("/v1/models", serveModels(d.cfg.Name, d.created))
+	mux.HandleFunc("/v1/models", serveModels(d.cfg.Name, d.created, d.back.MaxContext()))
 	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {

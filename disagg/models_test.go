@@ -24,7 +24,7 @@ func get(t *testing.T, method, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// modelIDs parses an OpenAI model list.
+// modelIDs parses an OpenAI model list; every entry's "root" must be its id.
 func modelIDs(t *testing.T, body string) []string {
 	t.Helper()
 	var l struct {
@@ -32,6 +32,7 @@ func modelIDs(t *testing.T, body string) []string {
 		Data   []struct {
 			ID     string `json:"id"`
 			Object string `json:"object"`
+			Root   string `json:"root"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal([]byte(body), &l); err != nil || l.Object != "list" {
@@ -39,12 +40,27 @@ func modelIDs(t *testing.T, body string) []string {
 	}
 	var ids []string
 	for _, m := range l.Data {
-		if m.Object != "model" {
+		if m.Object != "model" || m.Root != m.ID {
 			t.Fatalf("bad model object: %s", body)
 		}
 		ids = append(ids, m.ID)
 	}
 	return ids
+}
+
+// maxModelLen returns the first entry's max_model_len of an OpenAI model list
+// (0 when absent).
+func maxModelLen(t *testing.T, body string) int {
+	t.Helper()
+	var l struct {
+		Data []struct {
+			MaxModelLen int `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &l); err != nil || len(l.Data) == 0 {
+		t.Fatalf("not a model list: %v: %s", err, body)
+	}
+	return l.Data[0].MaxModelLen
 }
 
 // TestModelsAndErrors (BREAKER F17): the servers and the router answer GET
@@ -54,7 +70,7 @@ func modelIDs(t *testing.T, body string) []string {
 func TestModelsAndErrors(t *testing.T) {
 	pd := startPDWith(t, PrefillConfig{}, DecodeConfig{})
 	for _, u := range []string{pd.pURL, pd.dURL} {
-		if st, b := get(t, "GET", u+"/v1/models"); st != 200 || strings.Join(modelIDs(t, b), ",") != "dsv4-tiny" {
+		if st, b := get(t, "GET", u+"/v1/models"); st != 200 || strings.Join(modelIDs(t, b), ",") != "dsv4-tiny" || maxModelLen(t, b) <= 0 {
 			t.Errorf("%s/v1/models: %d %s", u, st, b)
 		}
 		if st, b := get(t, "GET", u+"/nope"); st != 404 || errCode(t, b) != "not_found" {

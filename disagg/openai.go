@@ -254,17 +254,24 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 	return err
 }
 
-// modelList is GET /v1/models' answer (OpenAI's list of model objects).
-func modelList(names []string, created int64) map[string]any {
+// modelList is GET /v1/models' answer: OpenAI's list of model objects, with
+// vLLM's "root" and, when maxLen > 0, "max_model_len" (tokens), as
+// examples/server answers.
+func modelList(names []string, created int64, maxLen int) map[string]any {
 	data := []map[string]any{}
 	for _, n := range names {
-		data = append(data, map[string]any{"id": n, "object": "model", "created": created, "owned_by": "dsv4go"})
+		m := map[string]any{"id": n, "object": "model", "created": created, "owned_by": "dsv4go", "root": n}
+		if maxLen > 0 {
+			m["max_model_len"] = maxLen
+		}
+		data = append(data, m)
 	}
 	return map[string]any{"object": "list", "data": data}
 }
 
-// serveModels answers GET /v1/models with the served model name.
-func serveModels(name string, created int64) http.HandlerFunc {
+// serveModels answers GET /v1/models with the served model name and its
+// context length (tokens).
+func serveModels(name string, created int64, maxLen int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", http.MethodGet)
@@ -272,7 +279,7 @@ func serveModels(name string, created int64) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(modelList([]string{name}, created))
+		_ = json.NewEncoder(w).Encode(modelList([]string{name}, created, maxLen))
 	}
 }
 

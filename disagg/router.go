@@ -538,7 +538,7 @@ func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
 		names = []string{"dsv4"}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(modelList(names, rt.started))
+	_ = json.NewEncoder(w).Encode(modelList(names, rt.started, 0))
 }
 
 // routerOwned are the request fields the router sets or removes.

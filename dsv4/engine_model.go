@@ -81,8 +81,8 @@ func NewEngine(m *Model, opts EngineOptions) (*Engine, error) {
 var defaultEngines sync.Map // *Model → *Engine
 
 // DefaultEngine returns the Engine that Model.Chat uses: started on first
-// use with default EngineOptions, shared by every caller, and never closed
-// (close it yourself, or use NewEngine, to control its lifetime).
+// use with default EngineOptions, shared by every caller, and closed by
+// Model.Close (use NewEngine to control an engine's lifetime yourself).
 //
 // A nil m gives an error wrapping ErrInvalidParams (so do Chat and ChatStream).
 func (m *Model) DefaultEngine() (*Engine, error) {

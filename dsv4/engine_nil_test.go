@@ -72,3 +72,37 @@ func TestNilArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestModelCloseClosesDefaultEngine: Model.Close closes the engine Model.Chat started
+// (no engine goroutine, and no reference to the model, outlives the model's Close), and a
+// later DefaultEngine starts a fresh one that the next Close closes too.
+func TestModelCloseClosesDefaultEngine(t *testing.T) {
+	ctx := context.Background()
+	m, _ := loadGoldenModel(t, "hc2-yarn")
+	e1, err := m.DefaultEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := m.DefaultEngine(); e != e1 {
+		t.Fatal("DefaultEngine is not shared")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := defaultEngines.Load(m); ok {
+		t.Fatal("Close left the default engine registered")
+	}
+	if _, err := e1.Generate(ctx, []int32{1}, SamplingParams{MaxTokens: 1}); !errors.Is(err, ErrEngineClosed) {
+		t.Fatalf("Generate on the closed default engine: %v, want ErrEngineClosed", err)
+	}
+	e2, err := m.DefaultEngine()
+	if err != nil || e2 == e1 {
+		t.Fatalf("DefaultEngine after Close: %v (same engine: %v)", err, e2 == e1)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := defaultEngines.Load(m); ok {
+		t.Fatal("second Close left the default engine registered")
+	}
+}

@@ -109,11 +109,22 @@ func (m *Model) Checkpoint() *Checkpoint {
 	return m.ck
 }
 
-// Close releases the model's memory mappings. Idempotent. The float32 weights of the
-// forward pass stay valid (they are copies), so open Sequences keep working. A nil
-// Model's Close does nothing.
+// Close releases the model's memory mappings and closes its default engine (the one
+// Model.Chat uses, if it was started) at once: requests queued on it fail with
+// ErrEngineClosed and running ones are cancelled (waiting for them could block Close
+// on a stream nobody reads). Idempotent. The float32 weights of the forward pass stay valid (they are copies), so
+// open Sequences keep working, and a later Model.Chat starts a new default engine (which
+// the next Close closes). A nil Model's Close does nothing.
 func (m *Model) Close() error {
-	if m == nil || m.ck == nil {
+	if m == nil {
+		return nil
+	}
+	if e, ok := defaultEngines.LoadAndDelete(m); ok {
+		now, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = e.(*Engine).Close(now)
+	}
+	if m.ck == nil {
 		return nil
 	}
 	m.closeOnce.Do(func() { m.closeErr = m.ck.Close() })

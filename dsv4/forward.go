@@ -358,7 +358,8 @@ func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all boo
 // Decode runs one step for many sequences at once: ids[i] is appended to seqs[i]
 // (sequences may have any lengths) and the result holds the logits [vocab] of each.
 // The projections and experts run batched over all sequences; attention runs per
-// sequence. Decode holds every sequence of the batch for the whole call. Errors
+// sequence. Decode holds every sequence of the batch for the whole call. An empty
+// batch (no sequences, no ids) is a no-op that returns nil logits and no error. Errors
 // (nothing changes): ErrSequence for a nil, released, foreign or repeated sequence, one
 // in use by another call, or len(ids) != len(seqs), ErrTokenID, ErrContextLength,
 // ctx.Err(); ErrInvalidParams for a nil Model. A sequence released during the call

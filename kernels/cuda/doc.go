@@ -45,8 +45,9 @@
 // DSV4GO_GEMV_BPS=n sets their split-K target (blocks per SM); DSV4GO_QGEMM_WGMMA=0 keeps
 // large M on mma.sync, DSV4GO_QGEMM_XPERM=0 / 1 turns its x pre-pass off / on for every
 // shape, DSV4GO_QGEMM_XPERM_GRAPH=0 skips the pre-pass while a stream is being captured
-// (by default its buffer is then a graph allocation node), DSV4GO_QGEMM_TILE=0 / 1 never /
-// always uses its 128 x 64 tiles.
+// (by default its buffer is then a graph allocation node and free node: such a graph cannot be
+// embedded with cudaGraphAddChildGraphNode, only moved into a parent), DSV4GO_QGEMM_TILE=0 / 1
+// never / always uses its 128 x 64 tiles.
 //
 // Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its
 // name; shape problems match ErrShape with errors.Is.

@@ -710,7 +710,8 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // created or used during a capture). Checked on the H200 (2026-11-30 05:22 call):
   // TestGraphLargeM replays bit for bit, and captured M = 2048 NVFP4 calls took wo_b 204.7
   // against 245.8 us without the pass, wq_b 236.8 against 293.6, w1/w3 59.7 against 65.2.
-  // DSV4GO_QGEMM_XPERM_GRAPH=0: a captured call stages x in the kernel itself.
+  // DSV4GO_QGEMM_XPERM_GRAPH=0: a captured call stages x in the kernel itself (and the graph
+  // has no allocation and free nodes, which cudaGraphAddChildGraphNode refuses).
   static const bool xpgraph = env_int("DSV4GO_QGEMM_XPERM_GRAPH", 1) != 0;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   const bool capturing = cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;

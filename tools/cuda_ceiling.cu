@@ -68,30 +68,11 @@ __global__ void fill(uint4 *p, size_t n) {
 }
 
 static float time_graph(cudaStream_t st, const std::function<void(int)> &launch, int R) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int r = 0; r < R; r++) launch(r);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphLaunch(ge, st)); // warm-up
-  CK(cudaStreamSynchronize(st));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
+  cudaGraphExec_t ge = captured_graph(st, launch, R);
   std::vector<float> ts;
-  for (int rep = 0; rep < 5; rep++) {
-    CK(cudaEventRecord(a, st));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(b, st));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms * 1000.f / R);
-  }
+  for (int rep = 0; rep < 5; rep++) ts.push_back(replay_ms(ge, st) * 1000.f / R);
   std::sort(ts.begin(), ts.end());
   CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
   return ts[2];
 }
 

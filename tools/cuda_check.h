@@ -1,13 +1,16 @@
-// tools/cuda_check.h: the CK(call) macro of the standalone CUDA tools in tools/ (cuda_ceiling.cu,
-// cuda_stream_trace.cu): a failed CUDA runtime call prints file, line, the call and the
-// runtime's error string, and exits 1. Not part of the library (kernels/cuda reports errors as
-// typed Go errors instead).
+// tools/cuda_check.h: what the standalone CUDA tools in tools/ (cuda_ceiling.cu,
+// cuda_stream_trace.cu) share: the CK(call) macro (a failed CUDA runtime call prints file,
+// line, the call and the runtime's error string, and exits 1), captured_graph and
+// replay_ms. Not part of
+// the library (kernels/cuda reports errors as typed Go errors instead).
 #ifndef DSV4GO_TOOLS_CUDA_CHECK_H
 #define DSV4GO_TOOLS_CUDA_CHECK_H
 
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <functional>
 
 #define CK(x)                                                                                \
   do {                                                                                       \
@@ -17,5 +20,38 @@
       exit(1);                                                                               \
     }                                                                                        \
   } while (0)
+
+// captured_graph captures launch(0 .. R-1) on st into a CUDA graph, instantiates it, replays
+// it once (warm-up, synchronized) and returns the executable graph (destroy it with
+// cudaGraphExecDestroy).
+static inline cudaGraphExec_t captured_graph(cudaStream_t st, const std::function<void(int)> &launch, int R) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int r = 0; r < R; r++) launch(r);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphDestroy(g));
+  CK(cudaGraphLaunch(ge, st));
+  CK(cudaStreamSynchronize(st));
+  return ge;
+}
+
+// replay_ms replays ge once on st and returns its time in milliseconds (CUDA events around
+// the launch; synchronizes).
+static inline float replay_ms(cudaGraphExec_t ge, cudaStream_t st) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventRecord(a, st));
+  CK(cudaGraphLaunch(ge, st));
+  CK(cudaEventRecord(b, st));
+  CK(cudaEventSynchronize(b));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return ms;
+}
 
 #endif

@@ -63,26 +63,11 @@ static void trace_shape(int fmt, int N, int K, int M) {
   };
   launch(0);
   CK(cudaStreamSynchronize(st));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int k = 0; k < L; k++) launch(k);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphLaunch(ge, st));
-  CK(cudaStreamSynchronize(st));
+  cudaGraphExec_t ge = captured_graph(st, launch, L);
   unsigned zero = 0;
   CK(cudaMemcpyToSymbol(g_trace_n, &zero, sizeof(zero)));
   CK(cudaMemset(tr, 0, slots * 64));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  CK(cudaEventRecord(a, st));
-  CK(cudaGraphLaunch(ge, st));
-  CK(cudaEventRecord(b, st));
-  CK(cudaStreamSynchronize(st));
-  float ms;
-  CK(cudaEventElapsedTime(&ms, a, b));
+  const float ms = replay_ms(ge, st);
   unsigned n;
   CK(cudaMemcpyFromSymbol(&n, g_trace_n, sizeof(n)));
   if (n > cap) {
@@ -175,9 +160,6 @@ static void trace_shape(int fmt, int N, int K, int M) {
   cudaFree(y);
   cudaFree(tr);
   cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   cudaStreamDestroy(st);
 }
 

@@ -111,10 +111,10 @@ func (m *Model) Checkpoint() *Checkpoint {
 
 // Close releases the model's memory mappings and closes its default engine (the one
 // Model.Chat uses, if it was started) at once: requests queued on it fail with
-// ErrEngineClosed and running ones are cancelled (waiting for them could block Close
-// on a stream nobody reads). Idempotent. The float32 weights of the forward pass stay valid (they are copies), so
-// open Sequences keep working, and a later Model.Chat starts a new default engine (which
-// the next Close closes). A nil Model's Close does nothing.
+// ErrEngineClosed and running ones are cancelled (waiting for them could block Close on
+// a stream nobody reads). Idempotent. The float32 weights of the forward pass stay valid
+// (they are copies), so open Sequences keep working, and a later Model.Chat starts a new
+// default engine (which the next Close closes). A nil Model's Close does nothing.
 func (m *Model) Close() error {
 	if m == nil {
 		return nil

@@ -17,10 +17,10 @@
 //    streams them through its own DEPTH-deep cp.async ring in shared memory, with no block
 //    barrier in the loop; the first units (FP4: 2, 1 when a warp streams at most 2, all when
 //    it streams 3 or 4, at most DEPTH - UP; FP8-block: DEPTH - UP) are issued before
-//    griddepcontrol.wait
-//    (launched with the programmatic-dependent-launch attribute, the next GEMV's grid is
-//    scheduled once this one's blocks have staged x, or at their wait, and starts streaming
-//    as this one's blocks retire), the rest of the ring right after x is staged;
+//    griddepcontrol.wait (launched with the programmatic-dependent-launch attribute, the next
+//    GEMV's grid is scheduled once this one's blocks have staged x, or at their wait, and
+//    starts streaming as this one's blocks retire), the rest of the ring right after x is
+//    staged;
 //  - x (the previous kernel's output) is read only after the wait, once per block into
 //    shared memory. Its loads complete only after the weight loads issued before them, and
 //    no MMA can start without x: issuing the whole ring first left the decode idle for most

@@ -23,6 +23,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -603,7 +604,62 @@ func TestQGEMMStream(t *testing.T) {
 		{qcase{NVFP4, 1024, 4096}, []int{1}, 0},    // clusters of 2, 8-deep rings, two units per step
 		{qcase{FP8Block, 512, 2048}, []int{9}, 0},  // clusters of 4, FP8-block, M > 8
 		{qcase{NVFP4, 1024, 384}, []int{2}, 0},     // 3 chunks, no power-of-two split: declined
+		// one row tile per block, <= 4 units per warp, M <= 8: the shapes that
+		// DSV4GO_GEMV3_PREDEC decodes before the wait
+		{qcase{NVFP4, 2048, 4096}, []int{1, 3}, 0}, // expert w1/w3: 4 units per warp
+		{qcase{MXFP4, 2048, 4096}, []int{2}, 0},    // w1/w3, MXFP4
+		{qcase{NVFP4, 2056, 3968}, []int{1}, 0},    // 31 chunks: the last warp 3 units; ragged N
+		{qcase{NVFP4, 4096, 2048}, []int{1, 8}, 0}, // expert w2: two row tiles per block, 4 units per warp
 	}, nil)
+}
+
+// TestGEMVPath checks which decode kernel the dispatch picks for each shape (it falls back
+// between them without a signal, so a passing TestQGEMMStream alone cannot tell), after
+// checking the result as TestQGEMMStream does. The paths are those of a 132-SM device (H200)
+// with the default switches; elsewhere, or with any DSV4GO_GEMV* variable set, only the results
+// are checked.
+func TestGEMVPath(t *testing.T) {
+	d := device(t)
+	check := d.SMs() == 132
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DSV4GO_GEMV") {
+			check = false
+		}
+	}
+	const (
+		earlier       = 1
+		stream        = 2
+		streamCluster = 3
+		predec        = 4
+		predecCluster = 5
+	)
+	for _, tc := range []struct {
+		c    qcase
+		m    int
+		path int
+	}{
+		{qcase{NVFP4, 2048, 4096}, 1, predec},          // expert w1/w3, x loaded first
+		{qcase{MXFP4, 2048, 4096}, 5, predec},          // x per unit
+		{qcase{NVFP4, 4096, 2048}, 2, predec},          // expert w2: two row tiles per block
+		{qcase{NVFP4, 512, 4096}, 1, predecCluster},    // wkv
+		{qcase{NVFP4, 2048, 4096}, 12, stream},         // M > 8
+		{qcase{NVFP4, 512, 4096}, 9, streamCluster},    // M > 8, wkv
+		{qcase{FP8Block, 2048, 4096}, 1, stream},       // FP8-block: no predecode
+		{qcase{NVFP4, 16384, 1024}, 1, stream},         // 4 row tiles per block
+		{qcase{NVFP4, 4096, 8192}, 4, stream},          // 16 units per warp, 4-deep rings
+		{qcase{FP8Block, 512, 4096}, 2, streamCluster}, // FP8-block wkv
+		{qcase{NVFP4, 1024, 384}, 2, earlier},          // 3 chunks: declined
+	} {
+		r := rng(t)
+		p, ref := packRandom(t, r, tc.c)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		runQGEMMCase(t, d, d.Stream(), r, w, ref, tc.c, tc.m, false, 0, nil)
+		if got := gemvPath(); check && got != tc.path {
+			t.Errorf("%v %dx%d M=%d: kernel family %d, want %d", tc.c.f, tc.c.n, tc.c.k, tc.m, got, tc.path)
+		}
+		w.Free()
+	}
 }
 
 // replayGraph captures step on st into a CUDA graph, fills out and the float32 buffers in

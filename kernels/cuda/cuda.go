@@ -330,6 +330,13 @@ func (w *Weight) Free() error {
 	return err
 }
 
+// gemvPath reports the kernel family of the last decode GEMV launch (M <= 16) in this
+// process: 1 the earlier kernels (csrc/qgemm.cu), 2 / 3 the streaming kernel without / with a
+// cluster split of K, 4 / 5 the predecode kernel (csrc/qgemv_stream.cu); 0 before the first.
+// A test hook (the dispatch falls back between them without a signal); not synchronized with
+// launches from other goroutines.
+func gemvPath() int { return int(C.dsv4c_gemv_path()) }
+
 // QGEMM issues y[m][N] = x[m][K] · Wᵀ on the stream (y += … when accumulate): x is bf16
 // [m][K] (row stride K), y float32 [m][N] (row stride N). Decode-sized m (≤ 64) runs a
 // split-K GEMV-style grid; larger m runs 64-token tiles. Asynchronous: errors of the launch

@@ -23,7 +23,12 @@
 // most 6 significant bits, which bf16 holds; the remaining power of two and NVFP4's global
 // scale are Packed.Alpha, applied to the float32 accumulators.
 //
-// Decode (M <= 16 tokens) of one matrix uses a streaming GEMV (csrc/qgemv_stream.cu): at
+// Decode (M <= 8 tokens) of one FP4 matrix whose warps would stream at most 4 units of 16
+// rows x 128 inputs (expert w1/w3 and w2, wkv) uses a predecode GEMV (csrc/qgemv_stream.cu):
+// each block issues all its weights and decodes them into bf16 MMA fragments (shared memory
+// and registers) before waiting for the previous kernel, so that after the wait only x's loads,
+// the MMAs and the K-slice reduction remain; the next GEMV is scheduled at block start.
+// Decode (M <= 16 tokens) of other single matrices uses a streaming GEMV (same file): at
 // most two blocks per SM, each warp streams its units of weights through its own cp.async
 // ring, issues the first ones before waiting for the previous kernel (programmatic dependent
 // launch: the next GEMV of a CUDA graph is already scheduled while this one drains), keeps
@@ -34,7 +39,10 @@
 // cluster size that fixes it) and FP4 grouped launches use the earlier kernels of
 // csrc/qgemm.cu. Large M on compute capability 9.0 uses wgmma (csrc/qgemm_large.cu,
 // sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches
-// for benchmarks: DSV4GO_GEMV3=0 turns the streaming GEMV off, DSV4GO_GEMV3_PDL=0 launches it
+// for benchmarks: DSV4GO_GEMV3_PREDEC=0 turns the predecode GEMV off (1 / 2: x loaded per unit /
+// all first, by default first at M <= 2), DSV4GO_GEMV3_PDRW=1 keeps it at one row tile per
+// block, DSV4GO_GEMV3_PDLD=1 / 2 schedules the next grid at its wait / after it;
+// DSV4GO_GEMV3=0 turns the streaming and predecode GEMVs off, DSV4GO_GEMV3_PDL=0 launches it
 // without programmatic dependent launch, DSV4GO_GEMV3_DEPTH=2 / DSV4GO_GEMV3_UP=1 /
 // DSV4GO_GEMV3_BPS=n change its ring depth, units per iteration and blocks per SM,
 // DSV4GO_GEMV3_PRE=n the units issued before the wait, DSV4GO_GEMV3_LD=0 / 1 schedules the

@@ -83,6 +83,18 @@ int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales, long lon
                         const float *d_alphas, const int32_t *d_ids, const void *d_x,
                         float *d_y, int M, int G, int E, int accumulate, void *stream);
 
+/* The kernel family of the last decode GEMV launch (M <= 16) in this process, for tests that
+ * must see which kernel a shape takes (the dispatch falls back without a signal): 0 = none yet,
+ * DSV4C_GEMV_EARLIER = the earlier kernels of qgemm.cu, DSV4C_GEMV_STREAM(_CLUSTER) = the
+ * streaming kernel (with a cluster split of K), DSV4C_GEMV_PREDEC(_CLUSTER) = the predecode
+ * kernel; both in qgemv_stream.cu. Not synchronized with launches on other threads. */
+#define DSV4C_GEMV_EARLIER 1
+#define DSV4C_GEMV_STREAM 2
+#define DSV4C_GEMV_STREAM_CLUSTER 3
+#define DSV4C_GEMV_PREDEC 4
+#define DSV4C_GEMV_PREDEC_CLUSTER 5
+int dsv4c_gemv_path(void);
+
 /* ---- float32 / small ops (all row-major, float32 unless stated) ---- */
 /* y[m][n] = x[m][k] . w[n][k]^T in float32 (reference-grade, not tuned). */
 int dsv4c_matmul_f32(float *d_y, const float *d_x, const float *d_w, int m, int n, int k,

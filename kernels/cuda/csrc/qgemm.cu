@@ -745,6 +745,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
                                      ids, x, y, M, G, ids ? E : G, accumulate, st);
     if (r != DSV4C_ERR_SHAPE) return r; // declined (see qgemv_stream.h): the kernels below
   }
+  dsv4c_gemv_path_set(DSV4C_GEMV_EARLIER);
   // The second kernel where a launch's fixed cost dominates: one matrix (not grouped) of at
   // most 8 MB of packed weights, M <= 8. DSV4GO_GEMV2_ALL=1 / DSV4GO_GEMV_OLD=1 force one.
   const size_t wbytes = (size_t)npad * K / (FMT == DSV4C_FMT_FP8B ? 1 : 2);

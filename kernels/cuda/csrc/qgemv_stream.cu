@@ -39,7 +39,12 @@
 // cluster size fixes it (grouped launches, no power-of-two split of the chunks, devices without
 // clusters); qgemm.cu then uses its older kernels.
 // Without the PDL attribute (DSV4GO_GEMV3_PDL=0) the griddepcontrol instructions are no-ops.
+//
+// Small FP4 matrices at M <= 8 (at most 4 units per warp: expert w1/w3 and w2, wkv) go to
+// qgemv_predec_kernel instead (below): there the launch is a latency chain, not a stream, and
+// it moves the weights' decode ahead of the wait as well.
 #include <cuda_bf16.h>
+#include <atomic>
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -50,6 +55,9 @@
 #include "qgemv_stream.h"
 
 namespace {
+
+// The decode kernel family of the last launch (dsv4c_gemv_path; a test hook).
+std::atomic<int> gemv_path{0};
 
 // Timeline probes: tools/cuda_stream_trace.cu includes this file with DSV4_STREAM_TRACE defined
 // and reads per-block timestamps; the library build compiles them out.
@@ -436,9 +444,11 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   if (gp.cl > 1) cluster_attr(attr[na++], gp.cl);
   cfg.attrs = attr;
   cfg.numAttrs = na;
-  return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
-                                 alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
-                                 probe, pre, ldp, gp);
+  const int r = (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
+                                       alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
+                                       probe, pre, ldp, gp);
+  if (r == 0) gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_STREAM_CLUSTER : DSV4C_GEMV_STREAM, std::memory_order_relaxed);
+  return r;
 }
 
 // cluster_ok reports whether the current device launches thread-block clusters (compute
@@ -448,6 +458,279 @@ inline bool cluster_ok() {
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   return major >= 9;
+}
+
+
+// qgemv_predec_kernel serves one FP4 matrix at M <= 8 whose warps stream at most NU (<= 4)
+// units each: expert w1/w3 (2048x4096: one row tile per block, 8 K-slice warps of 4 units),
+// expert w2 (4096x2048: two row tiles per block, 4 K-slice warps each, 4 units) and wkv
+// (512x4096: one row tile per cluster of 4 blocks, 1 unit per warp). For these the launch
+// timeline of the streaming kernel (tools/cuda_stream_trace.cu, run T) is a serial chain after
+// the previous grid completes: x staged (0.45-0.7 us), then the decode and MMAs of the warp's
+// units (w1/w3: 1.95 us), then the K-slice reduction, while bandwidth would need ~1.1 us. Here
+// the whole chain before the MMAs moves ahead of griddepcontrol.wait, where it overlaps the
+// previous grid: every unit is issued at block start, units 0 .. PS-1 are decoded into shared
+// memory as bf16 A fragments (4 KB per unit; the unit's packed bytes land in the tail of its
+// own decoded slot) and units PS .. PS+PR-1 into registers (32 per lane per unit). The next
+// grid is scheduled at block start (ldp 0; it needs the free half of each SM: one grid takes
+// at most one block per SM, hence RW = 2 row tiles per block for w2). After the wait only x's
+// loads (straight from global memory into B fragments: XM 1 per unit as the MMAs need them, XM
+// 2 all of them first), the MMAs and the K-slice reduction remain.
+// Shared memory per warp: PS decoded slots and NU - PS packed slots; the reduction reuses each
+// warp's first decoded slot once its MMAs are done; a cluster's partial sums go past the warps'
+// areas in rank 0.
+__device__ __forceinline__ void cp_wait_n(int n) { // n is a compile-time constant after unrolling
+  switch (n) {
+  case 0: cp_wait<0>(); break;
+  case 1: cp_wait<1>(); break;
+  case 2: cp_wait<2>(); break;
+  default: cp_wait<3>(); break;
+  }
+}
+
+template <int FMT, int NU, int PS, int PR, int RW, int XM, bool CLU>
+__global__ void __launch_bounds__(256, 2)
+    qgemv_predec_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles, int K,
+                        float alpha, const __nv_bfloat16 *__restrict__ x, float *__restrict__ y, int M,
+                        int N, int accumulate, int ldp, int lgcl) {
+  using U = Unit<FMT>;
+  static_assert(U::WQ == 1 && PS >= 1 && PR >= 0 && PS + PR <= NU && NU <= 4, "FP4, 1 <= PS, PS + PR <= NU <= 4");
+  static_assert((RW == 1 || RW == 2) && (!CLU || RW == 1) && (XM == 1 || XM == 2), "row tiles, x mode");
+  constexpr int DSLOT = 4096; // one unit's A fragments: 2 halves x 4 k16 steps x 32 lanes x 16 B
+  constexpr int WSM = PS * DSLOT + (NU - PS) * U::SLOT; // shared memory per warp
+  constexpr int KWN = 8 / RW;                           // K-slice warps per row tile
+  extern __shared__ uint4 smem[];
+  TRACE_BEGIN(y);
+  if constexpr (CLU) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  if (ldp == 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int rw = warp / KWN, kw = warp % KWN;
+  const int nch = K / 128, KT = K / 64;
+  // CLU: the K of row tile rt is split over a cluster of 1 << lgcl blocks; this one (rank cr)
+  // takes chunks cb .. cb + nchb - 1
+  const int rt = (CLU ? (int)blockIdx.x >> lgcl : (int)blockIdx.x) * RW + rw;
+  const int cr = CLU ? (int)blockIdx.x & ((1 << lgcl) - 1) : 0;
+  const int nchb = CLU ? nch >> lgcl : nch, cb = cr * nchb;
+  const int pc = (nchb + KWN - 1) / KWN, c0 = cb + kw * pc;
+  // this warp's units (<= NU: the launcher checks; none past the last row tile)
+  const int ncw = rt < ntiles ? max(0, min(cb + nchb, c0 + pc) - c0) : 0;
+  uint8_t *const wa = reinterpret_cast<uint8_t *>(smem) + (size_t)warp * WSM;
+  // unit u's packed bytes: the tail of its decoded slot (u < PS) or a packed slot
+  auto packed = [&](int u) { return u < PS ? wa + u * DSLOT + (DSLOT - U::SLOT) : wa + PS * DSLOT + (u - PS) * U::SLOT; };
+  if (ncw > 0) {
+    const uint4 *wi = w + ((size_t)rt * KT + 2 * c0) * 32 + lane;
+    const uint8_t *si = sc + ((size_t)rt * nch + c0) * U::SBYTES + lane * 16;
+#pragma unroll
+    for (int u = 0; u < NU; u++) {
+      if (u < ncw) {
+        uint8_t *slot = packed(u);
+#pragma unroll
+        for (int i = 0; i < 2; i++) cp_async16(slot + (i * 32 + lane) * 16, wi + u * 64 + i * 32, true);
+        if (lane < U::SBYTES / 16) cp_async16(slot + U::WBYTES + lane * 16, si + u * U::SBYTES, true);
+      }
+      cp_commit(); // one group per unit, empty past ncw: unit u is done once <= NU-1-u are pending
+    }
+  }
+  const int sOff = FMT == DSV4C_FMT_NVFP4 ? lane * 4 : g * 8 + (t >> 1) * 4;
+  auto load_packed = [&](int u, uint4 (&tw)[2], uint32_t &sw) {
+    cp_wait_n(NU - 1 - u);
+    __syncwarp();
+    const uint8_t *slot = packed(u);
+#pragma unroll
+    for (int h = 0; h < 2; h++) tw[h] = *reinterpret_cast<const uint4 *>(slot + (h * 32 + lane) * 16);
+    sw = *reinterpret_cast<const uint32_t *>(slot + U::WBYTES + sOff);
+  };
+  uint32_t ar[PR > 0 ? PR : 1][2][4][4] = {};
+#pragma unroll
+  for (int u = 0; u < PS + PR; u++) {
+    if (u < ncw) {
+      uint4 tw[2];
+      uint32_t sw;
+      load_packed(u, tw, sw);
+      if (u < PS) {
+        __syncwarp(); // every lane holds its packed pieces before the slot is overwritten
+        uint4 *dec = reinterpret_cast<uint4 *>(wa + u * DSLOT);
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            uint32_t a[4];
+            decode_a<FMT>(&tw[h], sw, h, j, a);
+            dec[(h * 4 + j) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
+          }
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int j = 0; j < 4; j++) decode_a<FMT>(&tw[h], sw, h, j, ar[u - PS][h][j]);
+      }
+    }
+  }
+  // The register-decoded units are pure arithmetic, which the compiler may sink past the wait
+  // below (a memory clobber does not order it): these empty volatile statements, kept in order
+  // with the wait, need every value first.
+#pragma unroll
+  for (int u = 0; u < PR; u++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) asm volatile("" : "+r"(ar[u][h][j][q]));
+  if (ldp == 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  TRACE(3);
+  TRACE(4);
+  // x (the previous kernel's output, M rows of K bf16): this lane's B fragments, token g (zero
+  // past M), inputs 16t .. 16t+15 of every 64-input half of its units (the packed K order).
+  const bool real = g < M;
+  const uint4 *xg = reinterpret_cast<const uint4 *>(x + (size_t)(real ? g : 0) * K + c0 * 128 + 16 * t);
+  uint4 xr[XM == 2 ? NU : 1][2][2];
+  if (XM == 2) {
+#pragma unroll
+    for (int u = 0; u < NU; u++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) xr[u][h][i] = u < ncw && real ? xg[u * 16 + h * 8 + i] : make_uint4(0, 0, 0, 0);
+  }
+  float acc[4][1][4] = {};
+#pragma unroll
+  for (int u = 0; u < NU; u++) {
+    if (u < ncw) {
+      uint4 tw[2];
+      uint32_t sw = 0;
+      if (u >= PS + PR) load_packed(u, tw, sw);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+        if (XM == 2) {
+          lo = xr[XM == 2 ? u : 0][h][0];
+          hi = xr[XM == 2 ? u : 0][h][1];
+        } else if (real) {
+          lo = xg[u * 16 + h * 8];
+          hi = xg[u * 16 + h * 8 + 1];
+        }
+        const uint32_t bx[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          uint32_t a[4];
+          if (u < PS) {
+            const uint4 v = reinterpret_cast<const uint4 *>(wa + u * DSLOT)[(h * 4 + j) * 32 + lane];
+            a[0] = v.x; a[1] = v.y; a[2] = v.z; a[3] = v.w;
+          } else if (u < PS + PR) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) a[q] = ar[u - PS][h][j][q];
+          } else {
+            decode_a<FMT>(&tw[h], sw, h, j, a);
+          }
+          mma16816(acc[j][0], a, bx[2 * j], bx[2 * j + 1]);
+        }
+      }
+    }
+  }
+  cp_wait<0>();
+  float part[1][1][4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) part[0][0][k] = (acc[0][0][k] + acc[1][0][k]) + (acc[2][0][k] + acc[3][0][k]);
+  // K-slices reduced in fixed order through each warp's first decoded slot (its MMAs are done).
+  __syncwarp();
+  if (kw > 0) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) reinterpret_cast<float *>(wa)[k * 32 + lane] = part[0][0][k];
+  }
+  __syncthreads();
+  TRACE(5);
+  if (kw == 0) {
+    for (int s = 1; s < KWN; s++) {
+      const float *rs = reinterpret_cast<const float *>(reinterpret_cast<uint8_t *>(smem) + (size_t)(warp + s) * WSM);
+#pragma unroll
+      for (int k = 0; k < 4; k++) part[0][0][k] += rs[k * 32 + lane];
+    }
+  }
+  if constexpr (CLU) {
+    // Cluster split-K: ranks 1 .. cl-1 write their block sums into rank 0's scratch past the
+    // warps' areas; rank 0 adds them in rank order after the cluster barrier (as in
+    // qgemv_stream_kernel): deterministic, y written once.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    float *cred = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(smem) + (size_t)8 * WSM);
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); // the arrive at the top
+    if (warp == 0 && cr > 0) {
+      float *dst = cluster.map_shared_rank(cred, 0);
+#pragma unroll
+      for (int k = 0; k < 4; k++) dst[((cr - 1) * 4 + k) * 32 + lane] = part[0][0][k];
+    }
+    cluster.sync();
+    if (warp != 0 || cr > 0) return;
+    for (int s = 1; s < (1 << lgcl); s++) {
+#pragma unroll
+      for (int k = 0; k < 4; k++) part[0][0][k] += cred[((s - 1) * 4 + k) * 32 + lane];
+    }
+  }
+  if (kw != 0 || rt >= ntiles) return;
+  store_acc<1, 1>(part, rt, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+  TRACE(7);
+}
+
+// launch_predec_cfg launches one instantiation of qgemv_predec_kernel: ntiles / RW blocks (times
+// cl for a cluster split), shared memory for 8 warps' areas and the cluster scratch.
+template <int FMT, int NU, int PS, int PR, int RW, int XM, bool CLU>
+int launch_predec_cfg(const void *w, const void *sc, int ntiles, int K, float alpha, const void *x, float *y,
+                      int M, int N, int accumulate, int cl, int lgcl, cudaStream_t st) {
+  const size_t smem = (size_t)8 * (PS * 4096 + (NU - PS) * Unit<FMT>::SLOT) +
+                      (CLU ? (size_t)(cl - 1) * 4 * 32 * sizeof(float) : 0);
+  const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
+  if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
+  auto kern = qgemv_predec_kernel<FMT, NU, PS, PR, RW, XM, CLU>;
+  static DeviceOnce smemOptIn;
+  if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
+  static const int ldp = env_int("DSV4GO_GEMV3_PDLD", 0);
+  static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
+  (void)cudaGetLastError();
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((ntiles + RW - 1) / RW * cl);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[2];
+  int na = 0;
+  if (pdl) pdl_attr(attr[na++]);
+  if (CLU) cluster_attr(attr[na++], cl);
+  cfg.attrs = attr;
+  cfg.numAttrs = na;
+  return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha,
+                                 (const __nv_bfloat16 *)x, y, M, N, accumulate, ldp, lgcl);
+}
+
+// launch_predec picks the instantiation for one FP4 matrix at M <= 8 with ntiles row tiles,
+// each split over cl blocks (a cluster; 1: none), or declines (DSV4C_ERR_SHAPE: the caller uses
+// the streaming kernel). Two row tiles per block when the row tiles are more than the SMs but
+// at most twice as many, so that the grid takes one block per SM and the next grid the other
+// half (expert w2, same call 2026-11-30 07:05, NVFP4 M = 1: 2.72 against 2.89 us with one row
+// tile per block; DSV4GO_GEMV3_PDRW=1 keeps one). At most 4 units per warp. x: all of a lane's
+// B fragments loaded first (xfirst: M <= 2) or per unit as the MMAs need them (M > 2, where
+// the first way holds more registers than it saves); for 4-unit warps 3 units are decoded into
+// shared memory and 1 into registers (xfirst) or 2 and 2. Same call (07:05, NVFP4, us at M = 1
+// / 2 / 4 / 8): w1/w3 x first 2.65 / 2.85 / 3.09 / 3.38, per unit 2.79 / 2.91 / 2.96 / 3.07;
+// w2 2.73 / 2.80 / 2.93 / 3.32 and 2.76 / 2.85 / 2.97 / 3.06.
+template <int FMT>
+int launch_predec(bool xfirst, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
+                  float *y, int M, int N, int accumulate, int cl, int lgcl, int sms, cudaStream_t st) {
+  static const int rwk = env_int("DSV4GO_GEMV3_PDRW", 2);
+  const int rw = cl == 1 && rwk == 2 && ntiles > sms && ntiles <= 2 * sms ? 2 : 1;
+  const int nch = K / 128 / cl, upw = (nch + 8 / rw - 1) / (8 / rw);
+  if (M > 8 || upw < 1 || upw > 4) return DSV4C_ERR_SHAPE;
+#define PDC(NU, PS, PR, RW, XM)                                                                                      \
+  (cl > 1 ? launch_predec_cfg<FMT, NU, PS, PR, 1, XM, true>(w, sc, ntiles, K, alpha, x, y, M, N, accumulate, cl, lgcl, st) \
+          : launch_predec_cfg<FMT, NU, PS, PR, RW, XM, false>(w, sc, ntiles, K, alpha, x, y, M, N, accumulate, 1, 0, st))
+#define PD(NU, PS, PR, XM) (rw == 2 ? PDC(NU, PS, PR, 2, XM) : PDC(NU, PS, PR, 1, XM))
+  if (upw == 1) return xfirst ? PD(1, 1, 0, 2) : PD(1, 1, 0, 1);
+  if (upw == 2) return xfirst ? PD(2, 2, 0, 2) : PD(2, 2, 0, 1);
+  return xfirst ? PD(4, 3, 1, 2) : PD(4, 2, 2, 1);
+#undef PD
+#undef PDC
 }
 
 template <int FMT, int MT>
@@ -502,6 +785,22 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   (gp.cl > 1 ? launch_depth<FMT, MT, D, P, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st) \
              : launch_depth<FMT, MT, D, P, false>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st))
   static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
+  // FP4, one matrix, one row tile per block (or cluster), <= 4 units per warp, M <= 8: the
+  // predecode kernel (above). Same call (2026-11-30 07:05, NVFP4, M = 1), against this file's
+  // streaming kernel: expert w1/w3 2.65 against 4.02 us, w2 2.72 against 3.72, wkv 2.21 against
+  // 3.50; at M = 8 3.07 / 3.06 / 2.42 against 4.75 / 4.46 / 4.71. DSV4GO_GEMV3_PREDEC=0 turns it
+  // off, 1 / 2 force x per unit / x first.
+  static const int predec = env_int("DSV4GO_GEMV3_PREDEC", -1);
+  if constexpr (FMT != DSV4C_FMT_FP8B) {
+    if (predec != 0 && gp.G == 1 && R == 1 && lgkw == 3) {
+      const bool xfirst = predec == 2 || (predec < 0 && M <= 2);
+      const int r = launch_predec<FMT>(xfirst, w, sc, ntiles, K, alpha, x, y, M, N, accumulate, gp.cl, gp.lgcl, sms, st);
+      if (r != DSV4C_ERR_SHAPE) {
+        if (r == 0) gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_PREDEC_CLUSTER : DSV4C_GEMV_PREDEC, std::memory_order_relaxed);
+        return r;
+      }
+    }
+  }
   if constexpr (FMT == DSV4C_FMT_FP8B) {
     return depth == 2 ? LAUNCH(5, 1) : LAUNCH(4, 1);
   } else {
@@ -554,3 +853,7 @@ int dsv4c_qgemv_stream_enabled(int fmt, int grouped) {
   // / 0 forces one.
   return grp >= 0 ? (grp != 0) : (fmt == DSV4C_FMT_FP8B);
 }
+
+void dsv4c_gemv_path_set(int p) { gemv_path.store(p, std::memory_order_relaxed); }
+
+int dsv4c_gemv_path(void) { return gemv_path.load(std::memory_order_relaxed); }

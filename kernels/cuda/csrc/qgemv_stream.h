@@ -24,4 +24,8 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
 // it on / off for every format.
 int dsv4c_qgemv_stream_enabled(int fmt, int grouped);
 
+// Records the decode kernel family that launch_gemv used last (a DSV4C_GEMV_* value of
+// dsv4cuda.h) for dsv4c_gemv_path; qgemv_stream.cu records its own.
+void dsv4c_gemv_path_set(int p);
+
 #endif

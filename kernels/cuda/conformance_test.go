@@ -610,6 +610,8 @@ func TestQGEMMStream(t *testing.T) {
 		{qcase{MXFP4, 2048, 4096}, []int{2}, 0},    // w1/w3, MXFP4
 		{qcase{NVFP4, 2056, 3968}, []int{1}, 0},    // 31 chunks: the last warp 3 units; ragged N
 		{qcase{NVFP4, 4096, 2048}, []int{1, 8}, 0}, // expert w2: two row tiles per block, 4 units per warp
+		{qcase{NVFP4, 2048, 4096}, []int{16}, 0},   // M > 8: two token tiles
+		{qcase{MXFP4, 512, 4096}, []int{11}, 0},    // M > 8, clusters of 4
 	}, nil)
 }
 
@@ -642,8 +644,11 @@ func TestGEMVPath(t *testing.T) {
 		{qcase{MXFP4, 2048, 4096}, 5, predec},          // x per unit
 		{qcase{NVFP4, 4096, 2048}, 2, predec},          // expert w2: two row tiles per block
 		{qcase{NVFP4, 512, 4096}, 1, predecCluster},    // wkv
-		{qcase{NVFP4, 2048, 4096}, 12, stream},         // M > 8
-		{qcase{NVFP4, 512, 4096}, 9, streamCluster},    // M > 8, wkv
+		{qcase{NVFP4, 2048, 4096}, 12, predec},         // two token tiles
+		{qcase{NVFP4, 512, 4096}, 9, predecCluster},    // two token tiles, wkv
+		{qcase{NVFP4, 4096, 2048}, 16, predec},         // two token tiles, w2
+		{qcase{NVFP4, 16384, 1024}, 10, stream},        // M > 8, 4 row tiles per block
+		{qcase{FP8Block, 2048, 4096}, 12, earlier},     // x too large beside FP8-block rings
 		{qcase{FP8Block, 2048, 4096}, 1, stream},       // FP8-block: no predecode
 		{qcase{NVFP4, 16384, 1024}, 1, stream},         // 4 row tiles per block
 		{qcase{NVFP4, 4096, 8192}, 4, stream},          // 16 units per warp, 4-deep rings

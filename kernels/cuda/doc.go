@@ -23,7 +23,7 @@
 // most 6 significant bits, which bf16 holds; the remaining power of two and NVFP4's global
 // scale are Packed.Alpha, applied to the float32 accumulators.
 //
-// Decode (M <= 8 tokens) of one FP4 matrix whose warps would stream at most 4 units of 16
+// Decode (M <= 16 tokens) of one FP4 matrix whose warps would stream at most 4 units of 16
 // rows x 128 inputs (expert w1/w3 and w2, wkv) uses a predecode GEMV (csrc/qgemv_stream.cu):
 // each block issues all its weights and decodes them into bf16 MMA fragments (shared memory
 // and registers) before waiting for the previous kernel, so that after the wait only x's loads,
@@ -41,7 +41,8 @@
 // sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches
 // for benchmarks: DSV4GO_GEMV3_PREDEC=0 turns the predecode GEMV off (1 / 2: x loaded per unit /
 // all first, by default first at M <= 2), DSV4GO_GEMV3_PDRW=1 keeps it at one row tile per
-// block, DSV4GO_GEMV3_PDLD=1 / 2 schedules the next grid at its wait / after it;
+// block, DSV4GO_GEMV3_PDLD=1 / 2 schedules the next grid at its wait / after it,
+// DSV4GO_GEMV3_PREDEC16=0 keeps M > 8 off it;
 // DSV4GO_GEMV3=0 turns the streaming and predecode GEMVs off, DSV4GO_GEMV3_PDL=0 launches it
 // without programmatic dependent launch, DSV4GO_GEMV3_DEPTH=2 / DSV4GO_GEMV3_UP=1 /
 // DSV4GO_GEMV3_BPS=n change its ring depth, units per iteration and blocks per SM,

@@ -516,14 +516,15 @@ __device__ __forceinline__ void cp_wait_n(int n) { // n is a compile-time consta
   }
 }
 
-template <int FMT, int NU, int PS, int PR, int RW, int XM, bool CLU>
+template <int FMT, int MT, int NU, int PS, int PR, int RW, int XM, bool CLU>
 __global__ void __launch_bounds__(256, 2)
     qgemv_predec_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles, int K,
                         float alpha, const __nv_bfloat16 *__restrict__ x, float *__restrict__ y, int M,
                         int N, int accumulate, int ldp, int lgcl) {
   using U = Unit<FMT>;
   static_assert(U::WQ == 1 && PS >= 1 && PR >= 0 && PS + PR <= NU && NU <= 4, "FP4, 1 <= PS, PS + PR <= NU <= 4");
-  static_assert((RW == 1 || RW == 2) && (!CLU || RW == 1) && (XM == 1 || XM == 2), "row tiles, x mode");
+  static_assert((RW == 1 || RW == 2) && (!CLU || RW == 1) && (XM == 1 || XM == 2) && (MT == 1 || XM == 1),
+                "row tiles, x mode (x first only for one token tile)");
   constexpr int DSLOT = 4096; // one unit's A fragments: 2 halves x 4 k16 steps x 32 lanes x 16 B
   constexpr int WSM = PS * DSLOT + (NU - PS) * U::SLOT; // shared memory per warp
   constexpr int KWN = 8 / RW;                           // K-slice warps per row tile
@@ -610,10 +611,16 @@ __global__ void __launch_bounds__(256, 2)
   asm volatile("griddepcontrol.wait;" ::: "memory");
   TRACE(3);
   TRACE(4);
-  // x (the previous kernel's output, M rows of K bf16): this lane's B fragments, token g (zero
-  // past M), inputs 16t .. 16t+15 of every 64-input half of its units (the packed K order).
-  const bool real = g < M;
-  const uint4 *xg = reinterpret_cast<const uint4 *>(x + (size_t)(real ? g : 0) * K + c0 * 128 + 16 * t);
+  // x (the previous kernel's output, M rows of K bf16): this lane's B fragments, token n * 8 + g
+  // of token tile n (zero past M), inputs 16t .. 16t+15 of every 64-input half of its units (the
+  // packed K order).
+  bool real[MT];
+  const uint4 *xg[MT];
+#pragma unroll
+  for (int n = 0; n < MT; n++) {
+    real[n] = n * 8 + g < M;
+    xg[n] = reinterpret_cast<const uint4 *>(x + (size_t)(real[n] ? n * 8 + g : 0) * K + c0 * 128 + 16 * t);
+  }
   uint4 xr[XM == 2 ? NU : 1][2][2];
   if (XM == 2) {
 #pragma unroll
@@ -621,9 +628,9 @@ __global__ void __launch_bounds__(256, 2)
 #pragma unroll
       for (int h = 0; h < 2; h++)
 #pragma unroll
-        for (int i = 0; i < 2; i++) xr[u][h][i] = u < ncw && real ? xg[u * 16 + h * 8 + i] : make_uint4(0, 0, 0, 0);
+        for (int i = 0; i < 2; i++) xr[u][h][i] = u < ncw && real[0] ? xg[0][u * 16 + h * 8 + i] : make_uint4(0, 0, 0, 0);
   }
-  float acc[4][1][4] = {};
+  float acc[4][MT][4] = {};
 #pragma unroll
   for (int u = 0; u < NU; u++) {
     if (u < ncw) {
@@ -632,15 +639,20 @@ __global__ void __launch_bounds__(256, 2)
       if (u >= PS + PR) load_packed(u, tw, sw);
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-        if (XM == 2) {
-          lo = xr[XM == 2 ? u : 0][h][0];
-          hi = xr[XM == 2 ? u : 0][h][1];
-        } else if (real) {
-          lo = xg[u * 16 + h * 8];
-          hi = xg[u * 16 + h * 8 + 1];
+        uint32_t bx[MT][8];
+#pragma unroll
+        for (int n = 0; n < MT; n++) {
+          uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+          if (XM == 2) {
+            lo = xr[XM == 2 ? u : 0][h][0];
+            hi = xr[XM == 2 ? u : 0][h][1];
+          } else if (real[n]) {
+            lo = xg[n][u * 16 + h * 8];
+            hi = xg[n][u * 16 + h * 8 + 1];
+          }
+          bx[n][0] = lo.x; bx[n][1] = lo.y; bx[n][2] = lo.z; bx[n][3] = lo.w;
+          bx[n][4] = hi.x; bx[n][5] = hi.y; bx[n][6] = hi.z; bx[n][7] = hi.w;
         }
-        const uint32_t bx[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           uint32_t a[4];
@@ -653,30 +665,38 @@ __global__ void __launch_bounds__(256, 2)
           } else {
             decode_a<FMT>(&tw[h], sw, h, j, a);
           }
-          mma16816(acc[j][0], a, bx[2 * j], bx[2 * j + 1]);
+#pragma unroll
+          for (int n = 0; n < MT; n++) mma16816(acc[j][n], a, bx[n][2 * j], bx[n][2 * j + 1]);
         }
       }
     }
   }
   cp_wait<0>();
-  float part[1][1][4];
+  // MT * 4 partial sums per lane, at (n * 4 + k) * 32 + lane of a scratch
+  float part[1][MT][4];
 #pragma unroll
-  for (int k = 0; k < 4; k++) part[0][0][k] = (acc[0][0][k] + acc[1][0][k]) + (acc[2][0][k] + acc[3][0][k]);
+  for (int n = 0; n < MT; n++)
+#pragma unroll
+    for (int k = 0; k < 4; k++) part[0][n][k] = (acc[0][n][k] + acc[1][n][k]) + (acc[2][n][k] + acc[3][n][k]);
+  auto add_from = [&](const float *src) {
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) part[0][n][k] += src[(n * 4 + k) * 32 + lane];
+  };
+  auto write_to = [&](float *dst) {
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) dst[(n * 4 + k) * 32 + lane] = part[0][n][k];
+  };
   // K-slices reduced in fixed order through each warp's first decoded slot (its MMAs are done).
   __syncwarp();
-  if (kw > 0) {
-#pragma unroll
-    for (int k = 0; k < 4; k++) reinterpret_cast<float *>(wa)[k * 32 + lane] = part[0][0][k];
-  }
+  if (kw > 0) write_to(reinterpret_cast<float *>(wa));
   __syncthreads();
   TRACE(5);
-  if (kw == 0) {
-    for (int s = 1; s < KWN; s++) {
-      const float *rs = reinterpret_cast<const float *>(reinterpret_cast<uint8_t *>(smem) + (size_t)(warp + s) * WSM);
-#pragma unroll
-      for (int k = 0; k < 4; k++) part[0][0][k] += rs[k * 32 + lane];
-    }
-  }
+  if (kw == 0)
+    for (int s = 1; s < KWN; s++) add_from(reinterpret_cast<const float *>(reinterpret_cast<uint8_t *>(smem) + (size_t)(warp + s) * WSM));
   if constexpr (CLU) {
     // Cluster split-K: ranks 1 .. cl-1 write their block sums into rank 0's scratch past the
     // warps' areas; rank 0 adds them in rank order after the cluster barrier (as in
@@ -685,33 +705,26 @@ __global__ void __launch_bounds__(256, 2)
     cg::cluster_group cluster = cg::this_cluster();
     float *cred = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(smem) + (size_t)8 * WSM);
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); // the arrive at the top
-    if (warp == 0 && cr > 0) {
-      float *dst = cluster.map_shared_rank(cred, 0);
-#pragma unroll
-      for (int k = 0; k < 4; k++) dst[((cr - 1) * 4 + k) * 32 + lane] = part[0][0][k];
-    }
+    if (warp == 0 && cr > 0) write_to(cluster.map_shared_rank(cred, 0) + (cr - 1) * MT * 4 * 32);
     cluster.sync();
     if (warp != 0 || cr > 0) return;
-    for (int s = 1; s < (1 << lgcl); s++) {
-#pragma unroll
-      for (int k = 0; k < 4; k++) part[0][0][k] += cred[((s - 1) * 4 + k) * 32 + lane];
-    }
+    for (int s = 1; s < (1 << lgcl); s++) add_from(cred + (s - 1) * MT * 4 * 32);
   }
   if (kw != 0 || rt >= ntiles) return;
-  store_acc<1, 1>(part, rt, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+  store_acc<1, MT>(part, rt, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
   TRACE(7);
 }
 
 // launch_predec_cfg launches one instantiation of qgemv_predec_kernel: ntiles / RW blocks (times
 // cl for a cluster split), shared memory for 8 warps' areas and the cluster scratch.
-template <int FMT, int NU, int PS, int PR, int RW, int XM, bool CLU>
+template <int FMT, int MT, int NU, int PS, int PR, int RW, int XM, bool CLU>
 int launch_predec_cfg(const void *w, const void *sc, int ntiles, int K, float alpha, const void *x, float *y,
                       int M, int N, int accumulate, int cl, int lgcl, cudaStream_t st) {
   const size_t smem = (size_t)8 * (PS * 4096 + (NU - PS) * Unit<FMT>::SLOT) +
-                      (CLU ? (size_t)(cl - 1) * 4 * 32 * sizeof(float) : 0);
+                      (CLU ? (size_t)(cl - 1) * MT * 4 * 32 * sizeof(float) : 0);
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
-  auto kern = qgemv_predec_kernel<FMT, NU, PS, PR, RW, XM, CLU>;
+  auto kern = qgemv_predec_kernel<FMT, MT, NU, PS, PR, RW, XM, CLU>;
   static DeviceOnce smemOptIn;
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
   static DeviceOnce clusterFits[4]; // per cluster size 2, 4, 8
@@ -738,31 +751,38 @@ int launch_predec_cfg(const void *w, const void *sc, int ntiles, int K, float al
                                  (const __nv_bfloat16 *)x, y, M, N, accumulate, ldp, lgcl);
 }
 
-// launch_predec picks the instantiation for one FP4 matrix at M <= 8 with ntiles row tiles,
-// each split over cl blocks (a cluster; 1: none), or declines (DSV4C_ERR_SHAPE: the caller uses
-// the streaming kernel). Two row tiles per block when the row tiles are more than the SMs but
-// at most twice as many, so that the grid takes one block per SM and the next grid the other
-// half (expert w2, same call 2026-11-30 07:05, NVFP4 M = 1: 2.72 against 2.89 us with one row
-// tile per block; DSV4GO_GEMV3_PDRW=1 keeps one). At most 4 units per warp. x: all of a lane's
-// B fragments loaded first (xfirst: M <= 2) or per unit as the MMAs need them (M > 2, where
-// the first way holds more registers than it saves); for 4-unit warps 3 units are decoded into
-// shared memory and 1 into registers (xfirst) or 2 and 2. Same call (07:05, NVFP4, us at M = 1
-// / 2 / 4 / 8): w1/w3 x first 2.65 / 2.85 / 3.09 / 3.38, per unit 2.79 / 2.91 / 2.96 / 3.07;
-// w2 2.73 / 2.80 / 2.93 / 3.32 and 2.76 / 2.85 / 2.97 / 3.06.
-template <int FMT>
+// launch_predec picks the instantiation for one FP4 matrix at M <= 8 (MT = 1) or M <= 16 (MT =
+// 2) with ntiles row tiles, each split over cl blocks (a cluster; 1:
+// none), or declines (DSV4C_ERR_SHAPE: the caller uses the streaming kernel). Two row tiles per
+// block when the row tiles are more than the SMs but at most twice as many, so that the grid
+// takes one block per SM and the next grid the other half (expert w2, same call 2026-11-30
+// 07:05, NVFP4 M = 1: 2.72 against 2.89 us with one row tile per block; DSV4GO_GEMV3_PDRW=1
+// keeps one). At most 4 units per warp. x: all of a lane's B fragments loaded first (xfirst: M
+// <= 2) or per unit as the MMAs need them (M > 2, where the first way holds more registers
+// than it saves); for 4-unit warps 3 units are decoded into shared memory and 1 into registers
+// (xfirst, and MT = 2) or 2 and 2. Same call (07:05, NVFP4, us at M = 1 / 2 / 4 / 8): w1/w3 x
+// first 2.65 / 2.85 / 3.09 / 3.38, per unit 2.79 / 2.91 / 2.96 / 3.07; w2 2.73 / 2.80 / 2.93 /
+// 3.32 and 2.76 / 2.85 / 2.97 / 3.06.
+template <int FMT, int MT>
 int launch_predec(bool xfirst, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                   float *y, int M, int N, int accumulate, int cl, int lgcl, int sms, cudaStream_t st) {
   static const int rwk = env_int("DSV4GO_GEMV3_PDRW", 2);
   const int rw = cl == 1 && rwk == 2 && ntiles > sms && ntiles <= 2 * sms ? 2 : 1;
   const int nch = K / 128 / cl, upw = (nch + 8 / rw - 1) / (8 / rw);
-  if (M > 8 || upw < 1 || upw > 4) return DSV4C_ERR_SHAPE;
+  if (M > 8 * MT || upw < 1 || upw > 4) return DSV4C_ERR_SHAPE;
 #define PDC(NU, PS, PR, RW, XM)                                                                                      \
-  (cl > 1 ? launch_predec_cfg<FMT, NU, PS, PR, 1, XM, true>(w, sc, ntiles, K, alpha, x, y, M, N, accumulate, cl, lgcl, st) \
-          : launch_predec_cfg<FMT, NU, PS, PR, RW, XM, false>(w, sc, ntiles, K, alpha, x, y, M, N, accumulate, 1, 0, st))
+  (cl > 1 ? launch_predec_cfg<FMT, MT, NU, PS, PR, 1, XM, true>(w, sc, ntiles, K, alpha, x, y, M, N, accumulate, cl, lgcl, st) \
+          : launch_predec_cfg<FMT, MT, NU, PS, PR, RW, XM, false>(w, sc, ntiles, K, alpha, x, y, M, N, accumulate, 1, 0, st))
 #define PD(NU, PS, PR, XM) (rw == 2 ? PDC(NU, PS, PR, 2, XM) : PDC(NU, PS, PR, 1, XM))
-  if (upw == 1) return xfirst ? PD(1, 1, 0, 2) : PD(1, 1, 0, 1);
-  if (upw == 2) return xfirst ? PD(2, 2, 0, 2) : PD(2, 2, 0, 1);
-  return xfirst ? PD(4, 3, 1, 2) : PD(4, 2, 2, 1);
+  if constexpr (MT == 2) {
+    if (upw == 1) return PD(1, 1, 0, 1);
+    if (upw == 2) return PD(2, 2, 0, 1);
+    return PD(4, 3, 1, 1);
+  } else {
+    if (upw == 1) return xfirst ? PD(1, 1, 0, 2) : PD(1, 1, 0, 1);
+    if (upw == 2) return xfirst ? PD(2, 2, 0, 2) : PD(2, 2, 0, 1);
+    return xfirst ? PD(4, 3, 1, 2) : PD(4, 2, 2, 1);
+  }
 #undef PD
 #undef PDC
 }
@@ -819,16 +839,21 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   (gp.cl > 1 ? launch_depth<FMT, MT, D, P, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st) \
              : launch_depth<FMT, MT, D, P, false>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st))
   static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
-  // FP4, one matrix, one row tile per block (or cluster), <= 4 units per warp, M <= 8: the
-  // predecode kernel (above). Same call (2026-11-30 07:05, NVFP4, M = 1), against this file's
-  // streaming kernel: expert w1/w3 2.65 against 4.02 us, w2 2.72 against 3.72, wkv 2.21 against
-  // 3.50; at M = 8 3.07 / 3.06 / 2.42 against 4.75 / 4.46 / 4.71. DSV4GO_GEMV3_PREDEC=0 turns it
-  // off, 1 / 2 force x per unit / x first.
+  // FP4, one matrix, one row tile per block (or cluster), <= 4 units per warp: the predecode
+  // kernel (above). Same call (2026-11-30 07:05, NVFP4, M = 1), against this file's streaming
+  // kernel: expert w1/w3 2.65 against 4.02 us, w2 2.72 against 3.72, wkv 2.21 against 3.50; at M
+  // = 8 3.07 / 3.06 / 2.42 against 4.75 / 4.46 / 4.71. Two token tiles (M = 9..16), same call
+  // (07:17), against the kernels used before (w1/w3 and wkv: the earlier kernels of qgemm.cu,
+  // x does not fit beside this file's rings; w2: the streaming kernel): M = 12 4.20 / 4.01 /
+  // 3.14 against 5.80 / 5.15 / 4.82 us, M = 16 5.23 / 5.30 / 3.34 against 6.09 / 5.55 / 4.81.
+  // DSV4GO_GEMV3_PREDEC=0 turns it off, 1 / 2 force x per unit / x first at M <= 8,
+  // DSV4GO_GEMV3_PREDEC16=0 keeps M > 8 off it.
   static const int predec = env_int("DSV4GO_GEMV3_PREDEC", -1);
+  static const bool predec16 = env_int("DSV4GO_GEMV3_PREDEC16", 1) != 0;
   if constexpr (FMT != DSV4C_FMT_FP8B) {
-    if (predec != 0 && gp.G == 1 && R == 1 && lgkw == 3) {
+    if (predec != 0 && gp.G == 1 && R == 1 && lgkw == 3 && (MT == 1 || predec16)) {
       const bool xfirst = predec == 2 || (predec < 0 && M <= 2);
-      const int r = launch_predec<FMT>(xfirst, w, sc, ntiles, K, alpha, x, y, M, N, accumulate, gp.cl, gp.lgcl, sms, st);
+      const int r = launch_predec<FMT, MT>(xfirst, w, sc, ntiles, K, alpha, x, y, M, N, accumulate, gp.cl, gp.lgcl, sms, st);
       if (r != DSV4C_ERR_SHAPE) {
         if (r == 0) gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_PREDEC_CLUSTER : DSV4C_GEMV_PREDEC, std::memory_order_relaxed);
         return r;

@@ -823,7 +823,8 @@ func runQGEMMTable(t *testing.T, cases []qgemmCases, rows func(m int) func(int) 
 // TestQGEMMLargeM covers the large-M GEMM (on compute capability 9.0: the wgmma kernel of
 // qgemm_large.cu) for every format: M = 256 and 2048 and ragged M, K from 1024 to 8192, N
 // that is not a multiple of the 256-row block (rows clamped to the last tile), automatic
-// split-K (small grids: cluster reduction for 2-8 splits, atomics for 16) and accumulate,
+// split-K (small grids: partial tiles summed in split order by a second kernel; with
+// DSV4GO_QGEMM_SPLITRED=0 a cluster reduction for 2-8 splits, atomics otherwise) and accumulate,
 // and grids with more work units than SMs (persistent blocks), with x staged by the kernel or
 // rearranged by the pre-pass (xperm_kernel; DSV4GO_QGEMM_XPERM=1 forces it on every case).
 // splits = -2 forces the wgmma kernel at M <= 64 too. Every token tile and the last tokens are
@@ -861,9 +862,54 @@ func TestQGEMMLargeM(t *testing.T) {
 		{qcase{MXFP4, 4096, 2048}, []int{200}, 0},
 		// 160 small tiles (several per block when DSV4GO_QGEMM_TILE=1 forces them)
 		{qcase{MXFP4, 520, 1024}, []int{2040}, 0},
+		// split-K summed by splitk_reduce_kernel from a scratch buffer (DSV4GO_QGEMM_SPLITRED=0:
+		// clusters or atomics): attn wkv at M = 2048 (4 splits, 128 units), 16 splits over
+		// ragged row and token tiles
+		{qcase{NVFP4, 512, 4096}, []int{2048}, 0},
+		{qcase{FP8Block, 520, 4096}, []int{256}, 0},
+		{qcase{MXFP4, 512, 4096}, []int{200}, 0},
 	}, func(m int) func(int) bool {
 		return func(i int) bool { return i%5 == 0 || i%128 == 127 || i >= m-3 }
 	})
+	// Split-K results are deterministic: a second call and a CUDA-graph replay of the call give
+	// the same bits (the splits are summed in split order, not by atomics; the previous
+	// reduction, DSV4GO_QGEMM_SPLITRED=0, may use atomics).
+	if os.Getenv("DSV4GO_QGEMM_SPLITRED") == "0" {
+		return
+	}
+	d := device(t)
+	r := rng(t)
+	st, err := d.NewStream()
+	must(t, err)
+	defer st.Close()
+	for _, c := range []struct {
+		q qcase
+		m int
+	}{{qcase{NVFP4, 512, 4096}, 2048}, {qcase{MXFP4, 2048, 4096}, 256}} {
+		p, _ := packRandom(t, r, c.q)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+		x, y := alloc(2*c.m*c.q.k), alloc(4*c.m*c.q.n)
+		xb, _ := bf16Acts(r, c.m*c.q.k)
+		must(t, x.Upload(xb))
+		step := func() error { return st.QGEMM(w, x, y, c.m, false) }
+		must(t, step(), st.Sync())
+		first := make([]float32, c.m*c.q.n)
+		must(t, y.DownloadF32(first))
+		must(t, step(), st.Sync())
+		again := make([]float32, c.m*c.q.n)
+		must(t, y.DownloadF32(again))
+		got := replayGraph(t, st, step, y, c.m*c.q.n)
+		for i := range first {
+			if math.Float32bits(again[i]) != math.Float32bits(first[i]) || math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+				t.Fatalf("%v M=%d: y[%d] = %g, then %g, graph replay %g", c.q, c.m, i, first[i], again[i], got[i])
+			}
+		}
+		x.Free()
+		y.Free()
+		w.Free()
+	}
 }
 
 // checkQGEMMRows downloads y [m][n] from ybuf and compares the tokens i with keep(i) with the

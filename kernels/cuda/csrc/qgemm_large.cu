@@ -213,6 +213,46 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
+// Timeline probes (compiled out unless DSV4_LG_TRACE is defined: a trace tool includes this
+// file): thread 0 (producer) and thread 128 (first consumer) of every block record
+// %globaltimer at fixed points into a 16-word record per block.
+#ifdef DSV4_LG_TRACE
+__device__ unsigned long long *g_lgtrace;
+__device__ unsigned g_lgtrace_n, g_lgtrace_cap;
+__device__ int g_lgt_nomain; // 1: no chunks run (the fixed cost alone)
+#define LGT_NCH(n) (g_lgt_nomain ? 0 : (n))
+__device__ __forceinline__ unsigned long long lg_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define LGT_BEGIN(yp)                                                                          \
+  __shared__ unsigned lgt_slot;                                                                \
+  if (threadIdx.x == 0) {                                                                      \
+    const unsigned long long t = lg_now();                                                     \
+    const unsigned slot = min(atomicAdd(&g_lgtrace_n, 1u), g_lgtrace_cap - 1);                 \
+    unsigned long long *r = g_lgtrace + (size_t)slot * 16;                                     \
+    unsigned smid;                                                                             \
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                          \
+    r[0] = (unsigned long long)(uintptr_t)(yp);                                                \
+    r[1] = ((unsigned long long)smid << 32) | blockIdx.x;                                      \
+    r[2] = t;                                                                                  \
+    lgt_slot = slot;                                                                           \
+  }
+#define LGT_PTR()                                                                              \
+  unsigned long long *lgt_rec = (threadIdx.x == 0 || threadIdx.x == 128) ? g_lgtrace + (size_t)lgt_slot * 16 : nullptr;
+#define LGT(i)                                                                                 \
+  if (lgt_rec) lgt_rec[i] = lg_now();
+#define LGT_ONCE(i)                                                                            \
+  if (lgt_rec && !lgt_rec[i]) lgt_rec[i] = lg_now();
+#else
+#define LGT_BEGIN(yp)
+#define LGT_PTR()
+#define LGT(i)
+#define LGT_ONCE(i)
+#define LGT_NCH(n) (n)
+#endif
+
 // ---- the kernel: warp-specialized, persistent ----
 //
 // 3 warpgroups. Warpgroup 0 produces: cp.async of x, packed weights and scales into a WS-deep
@@ -232,13 +272,15 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
 // ahead across units, so the next unit's first chunks load during the epilogue.
 // mode: 0 = store y, 1 = y += (accumulate, one split), 2 = float32 atomicAdd (split-K, y
 // zeroed first or accumulated), 3 (store) and 4 (y +=) = split-K reduced inside a cluster of
-// `splits` blocks (one unit each) through distributed shared memory. A split past the end of
+// `splits` blocks (one unit each) through distributed shared memory, 5 = split-K partial tile
+// stored to a scratch buffer (y) for splitk_reduce_kernel (only in the RED instantiation, so
+// that the others keep their code). A split past the end of
 // K (splits * kper > K / 128) has no chunks and contributes zeros.
 // XP: x comes as xp, already in the shared-memory tile layout (xperm_kernel): the producer copies
 // a chunk's two x tiles with one 32 KB bulk copy instead of 4-byte cp.async.
 constexpr int WS_THREADS = 384;
 
-template <int FMT, bool XP, int ROWT_ = 16, int TN_ = 128>
+template <int FMT, bool XP, int ROWT_ = 16, int TN_ = 128, bool RED = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     qgemm_ws_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                     int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
@@ -248,7 +290,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = L::TN;
   constexpr int NMB = ROWT / 8; // 64-row blocks per consumer warpgroup
   constexpr int TPW = TN / 4;   // tokens of a tile staged per producer warp
-  constexpr bool BIG = ROWT == 16 && TN == 128; // only this tile splits K (modes 2-4)
+  constexpr bool BIG = ROWT == 16 && TN == 128; // only this tile splits K (modes 2-5)
+  static_assert(BIG || !RED, "the split-K scratch layout is made for 256 x 128 tiles");
   static_assert(BIG || !XP, "the x tile image (xperm_kernel) is made for 128-token tiles");
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -257,6 +300,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int KT = K / 64, KCH = K / 128;
+  LGT_BEGIN(w);
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < WS; s++) {
@@ -265,6 +309,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     }
   }
   __syncthreads();
+  LGT_PTR();
 
   // Programmatic dependent launch: the next kernel in the stream may be scheduled now (it
   // waits for this grid before touching memory); this grid's first weight chunks load before
@@ -307,17 +352,19 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     int pre = 0;
     if ((int)blockIdx.x < units) {
       const int u = blockIdx.x, sp = u % splits, rb = (u / splits) % rbn;
-      pre = min(WS, min(KCH - sp * kper, kper));
+      pre = LGT_NCH(min(WS, min(KCH - sp * kper, kper)));
       for (int c = 0; c < pre; c++) load_w(s0 + c * L::STAGE, rb * ROWT, sp * kper + c);
     }
+    LGT(3);
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    LGT(4);
     int slot = 0;
     uint32_t ph = 0;
     bool wrapped = false;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
       const int sp = u % splits, r2 = u / splits, rb = r2 % rbn, tb = r2 / rbn;
       const int brt0 = rb * ROWT, tok0 = tb * TN, c0 = sp * kper;
-      const int nch = min(KCH - c0, kper);
+      const int nch = LGT_NCH(min(KCH - c0, kper));
       const int mrem = M - tok0 - warp * TPW; // tokens of this warp's TPW that exist
       const __nv_bfloat16 *xw = x + (size_t)(tok0 + warp * TPW) * ldx + 2 * lane;
       for (int c = 0; c < nch; c++) {
@@ -356,14 +403,17 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
     }
     cp_wait<0>();
-    if (BIG && mode >= 3) { // the consumers' cluster reduction (below)
+    LGT(5);
+    if (BIG && !RED && mode >= 3) { // the consumers' cluster reduction (below)
       cluster_sync();
       cluster_sync();
     }
+    LGT(6);
   } else {
     // ---- consumers ----
     setmaxnreg_inc<232>();
     asm volatile("griddepcontrol.wait;" ::: "memory"); // before the first store to y
+    LGT(7);
     const int cw = warp - 4; // 0..7: warpgroup cw / 4, row tiles mb * 8 + cw
     const int g = lane >> 2, t = lane & 3;
     float acc[NMB][TN / 2];
@@ -373,7 +423,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
       const int sp = u % splits, r2 = u / splits, rb = r2 % rbn, tb = r2 / rbn;
       const int brt0 = rb * ROWT, tok0 = tb * TN, c0 = sp * kper;
-      const int nch = min(KCH - c0, kper);
+      const int nch = LGT_NCH(min(KCH - c0, kper));
 #pragma unroll
       for (int mb = 0; mb < NMB; mb++)
 #pragma unroll
@@ -381,6 +431,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       int pslot = 0;
       for (int c = 0; c < nch; c++) {
         mbar_wait(bars + 8 * slot, ph);
+        LGT_ONCE(8);
         fence_async_smem(); // the producer's generic-proxy writes -> the tensor cores
         const uint8_t *st = smem + slot * L::STAGE + 2 * L::XT;
         const uint32_t xb0 = s0 + slot * L::STAGE;
@@ -428,7 +479,23 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
       }
       wg_wait<0>();
+      LGT(9);
       if (nch > 0 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
+      if (RED) {
+        // Split-K through a scratch buffer (y points at it): the unit's partial tile (alpha
+        // applied) in accumulator order, [unit][mb][b][consumer thread] float4, so that every
+        // store instruction of a warpgroup writes 4 contiguous KB; splitk_reduce_kernel sums
+        // the splits of each tile in split order into y.
+        float4 *pp = reinterpret_cast<float4 *>(y) + (size_t)u * (NMB * (TN / 8) * 256) + (tid - 128);
+#pragma unroll
+        for (int mb = 0; mb < NMB; mb++)
+#pragma unroll
+          for (int b = 0; b < TN / 8; b++)
+            __stcg(pp + (mb * (TN / 8) + b) * 256, make_float4(acc[mb][4 * b] * alpha, acc[mb][4 * b + 1] * alpha,
+                                                               acc[mb][4 * b + 2] * alpha, acc[mb][4 * b + 3] * alpha));
+        LGT(13);
+        continue;
+      }
       if (BIG && mode >= 3) {
         // Split-K inside a cluster of `splits` blocks (one unit each, the splits of one tile):
         // each block leaves its partial tile (alpha applied) in its own shared memory, [token]
@@ -446,7 +513,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             for (int e = 0; e < 4; e++)
               red[(8 * b + 2 * t + (e & 1)) * RS + rowl + 8 * (e >> 1)] = acc[mb][4 * b + e] * alpha;
         }
+        LGT(10);
         cluster_sync();
+        LGT(11);
         const uint32_t rank = cluster_rank();
         // rows per rank; float4 items of this rank (token-major) per consumer thread (<= 16)
         const int rr = 256 / splits, q4 = rr / 4, kn = TN * q4 / 256;
@@ -468,6 +537,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             }
           }
         }
+        LGT(12);
 #pragma unroll
         for (int k = 0; k < 16; k++) {
           if (k < kn) {
@@ -483,7 +553,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             }
           }
         }
+        LGT(13);
         cluster_sync(); // no block leaves while another reads its shared memory
+        LGT(14);
         continue;
       }
       if (mode == 0 && (brt0 + ROWT) * 16 <= N && tok0 + TN <= M) {
@@ -524,6 +596,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
       }
     }
+    LGT(15);
   }
 }
 
@@ -552,6 +625,57 @@ __global__ void __launch_bounds__(256) xperm_kernel(const uint32_t *__restrict__
   }
 }
 
+// splitk_reduce_kernel: y (+)= the sum over the splits, in split order (deterministic), of the
+// partial 256 x 128 tiles that qgemm_ws_kernel stored in mode 5: part[tile * splits + split]
+// holds 8,192 float4 in accumulator order ([mb][b][consumer thread], thread = 32 cw + 4 g + t:
+// rows (16 rb + 8 mb + cw) * 16 + g (+ 8), tokens 128 tb + 8 b + 2 t (+ 1)); tile = tb * rbn +
+// rb. One float4 per thread and step, all of its splits' loads in flight (groups of 8).
+__global__ void __launch_bounds__(256) splitk_reduce_kernel(const float4 *__restrict__ part, int splits, long long total,
+                                                            int rbn, float *__restrict__ y, int ldy, int M, int N,
+                                                            int accumulate) {
+  // the next kernel may be scheduled now; the partials are the previous grid's output
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (long long f = (long long)blockIdx.x * 256 + threadIdx.x; f < total; f += (long long)gridDim.x * 256) {
+    const long long tile = f >> 13;
+    const int rem = (int)(f & 8191);
+    const float4 *p = part + tile * splits * 8192 + rem;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < splits; s0 += 8) {
+      float4 q[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (s0 + i < splits) q[i] = __ldcg(p + (size_t)(s0 + i) * 8192);
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        if (s0 + i < splits) {
+          if (s0 + i == 0) {
+            v = q[0];
+          } else {
+            v.x += q[i].x;
+            v.y += q[i].y;
+            v.z += q[i].z;
+            v.w += q[i].w;
+          }
+        }
+      }
+    }
+    const int mb = rem >> 12, b = (rem >> 8) & 15, thr = rem & 255;
+    const int cw = thr >> 5, g = (thr >> 2) & 7, t = thr & 3;
+    const int rb = (int)(tile % rbn), tb = (int)(tile / rbn);
+    const int row = ((rb * 16 + mb * 8 + cw) * 16) + g, tok = tb * 128 + 8 * b + 2 * t;
+    const float vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int r = row + 8 * (e >> 1), k = tok + (e & 1);
+      if (r < N && k < M) {
+        float *dst = y + (size_t)k * ldy + r;
+        *dst = accumulate ? *dst + vv[e] : vv[e];
+      }
+    }
+  }
+}
+
 // max_clusters returns how many clusters of cl blocks (2, 4 or 8) of the kernel (cfg: its block
 // and shared memory) can be resident at once on the current device, cached per device ordinal
 // and cluster size (cache: one per kernel, zero-initialized); 0 if unknown.
@@ -575,61 +699,6 @@ int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, std::atomic<int> (&c
     cache[dev][i].store(v, std::memory_order_relaxed);
   }
   return v - 1;
-}
-
-// launch_ws launches qgemm_ws_kernel<FMT, XP, ROWT, TN> on the work decomposition chosen by
-// launch_wgmma: shared-memory opt-in, the split-K reduction (a cluster when all clusters fit on
-// the GPU at once, else atomics into y zeroed first; 256 x 128 tiles only), programmatic
-// dependent launch.
-template <int FMT, bool XP, int ROWT = 16, int TN = 128>
-int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alpha, const void *x,
-              int ldx, float *y, int ldy, int M, int accumulate, int rb, int splits, int per,
-              long long units, const void *xp, cudaStream_t st) {
-  using L = LgSmem<FMT, ROWT, TN>;
-  constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
-  auto kern = qgemm_ws_kernel<FMT, XP, ROWT, TN>;
-  if (!(ROWT == 16 && TN == 128) && splits != 1) return DSV4C_ERR_SHAPE; // no split-K reduction
-  const int sms = device_sms();
-  static DeviceOnce smemOptIn; // per instantiation and device
-  if (int e = opt_in_smem(smemOptIn, kern, SMEM)) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(WS_THREADS);
-  cfg.dynamicSmemBytes = SMEM;
-  cfg.stream = st;
-  int mode = accumulate ? 1 : 0;
-  cudaLaunchAttribute at[2];
-  if (splits > 1) {
-    // Reduce the splits in a cluster when all clusters fit on the GPU at once, else atomics.
-    static std::atomic<int> cache[64][3];
-    if ((splits & (splits - 1)) == 0 && splits <= 8 &&
-        (long long)max_clusters(kern, cfg, splits, cache) * splits >= units) {
-      mode = accumulate ? 4 : 3;
-      cluster_attr(at[0], splits);
-      cfg.attrs = at;
-      cfg.numAttrs = 1;
-    } else {
-      mode = 2;
-      if (!accumulate) {
-        cudaError_t e = ldy == N ? cudaMemsetAsync(y, 0, (size_t)M * N * sizeof(float), st)
-                                 : cudaMemset2DAsync(y, (size_t)ldy * sizeof(float), 0,
-                                                     (size_t)N * sizeof(float), M, st);
-        if (e != cudaSuccess) return (int)e;
-      }
-    }
-  }
-  // Programmatic dependent launch (the kernel waits for the previous grid before it reads x
-  // or writes y), except right after the split-K memset.
-  if (!(mode == 2 && !accumulate)) {
-    pdl_attr(at[cfg.numAttrs++]);
-    cfg.attrs = at;
-  }
-  cfg.gridDim = dim3(mode >= 3 ? (unsigned)units : (unsigned)min(units, (long long)sms));
-  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
-                                     alpha, (const __nv_bfloat16 *)x, ldx, y, ldy, M, N, rb,
-                                     splits, (int)units, per, mode, (const uint4 *)xp);
-  if (e != cudaSuccess) return (int)e;
-  return (int)cudaGetLastError();
 }
 
 // xperm_pool returns the current device's stream-ordered memory pool for xperm_kernel's output
@@ -656,6 +725,149 @@ static cudaMemPool_t xperm_pool() {
     pools[dev] = p;
   }
   return pools[dev];
+}
+
+// launch_ws launches qgemm_ws_kernel<FMT, XP, ROWT, TN> on the work decomposition chosen by
+// launch_wgmma: shared-memory opt-in, the split-K reduction (256 x 128 tiles only), programmatic
+// dependent launch. Split-K (splits > 1) stores each unit's partial tile into a stream-ordered
+// scratch buffer that splitk_reduce_kernel then sums into y in split order; without that
+// buffer (DSV4GO_QGEMM_SPLITRED=0, no memory, or a graph capture with
+// DSV4GO_QGEMM_XPERM_GRAPH=0) the splits are summed in a cluster when all clusters fit on the
+// GPU at once, else with float32 atomics into y zeroed first.
+//
+// Why the scratch buffer (H200, 2026-11-30 06:51 call, %globaltimer probes per block, NVFP4
+// wkv M = 2048, 27.6 us per call): clusters of 4 of this kernel do not all fit at once on the
+// H200 (cudaOccupancyMaxActiveClusters), so wkv (and w1/w3 at M = 256, clusters of 8) ran on
+// the atomics: the memset before the kernel and the launch without PDL left 2.9 us between the
+// previous launch's last block and the first block of the next, and the 32,768 atomics per
+// block took 6.9 us (median; 5.5-8.4) after the main loop. Clusters of 2 (where they fit) spent
+// 9.7 us after the main loop, 5.7 of them in the distributed shared-memory loads (128 KB per
+// block at ~23 GB/s). The scratch path stores 128 KB per block with whole-warpgroup 4 KB
+// stores and reduces in a second PDL launch.
+template <int FMT, bool XP, int ROWT = 16, int TN = 128>
+int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alpha, const void *x,
+              int ldx, float *y, int ldy, int M, int accumulate, int rb, int splits, int per,
+              long long units, const void *xp, cudaStream_t st) {
+  using L = LgSmem<FMT, ROWT, TN>;
+  constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
+  constexpr bool BIG = ROWT == 16 && TN == 128;
+  auto kern = qgemm_ws_kernel<FMT, XP, ROWT, TN>;
+  auto kred = qgemm_ws_kernel<FMT, XP, ROWT, TN, BIG>; // mode 5 (same kernel when !BIG: unused)
+  if (!BIG && splits != 1) return DSV4C_ERR_SHAPE; // no split-K reduction
+  // DSV4GO_QGEMM_SPLITRED: -1 (default) and 1 reduce split-K through the scratch buffer, 0
+  // through clusters or atomics (the previous kernel's way)
+  static const int redmode = env_int("DSV4GO_QGEMM_SPLITRED", -1);
+  static const bool redgraph = env_int("DSV4GO_QGEMM_XPERM_GRAPH", 1) != 0;
+  const int sms = device_sms();
+  static DeviceOnce smemOptIn, smemOptInRed; // per instantiation and device
+  if (int e = opt_in_smem(smemOptIn, kern, SMEM)) return e;
+  if (BIG && splits > 1)
+    if (int e = opt_in_smem(smemOptInRed, kred, SMEM)) return e;
+  cudaLaunchConfig_t cfg = {};
+  cfg.blockDim = dim3(WS_THREADS);
+  cfg.dynamicSmemBytes = SMEM;
+  cfg.stream = st;
+  int mode = accumulate ? 1 : 0;
+  cudaLaunchAttribute at[2];
+  float *part = nullptr;
+  bool owned = false; // part is this call's allocation
+  if (BIG && splits > 1 && redmode != 0) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    const bool capturing = cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;
+    const size_t bytes = (size_t)units * 8192 * 16; // one 256 x 128 float32 tile per unit
+    void *pb = nullptr;
+    bool got = false;
+    if (redmode == 2) {
+      // measurement only: one scratch buffer per device, kept (no allocation and free per call;
+      // not safe for concurrent calls on several streams)
+      static std::mutex mu;
+      static void *keep[64];
+      static size_t keepsz[64];
+      int dev = 0;
+      if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (keepsz[dev] < bytes && !capturing) {
+          if (keep[dev]) cudaFree(keep[dev]);
+          keep[dev] = nullptr;
+          keepsz[dev] = 0;
+          if (cudaMalloc(&keep[dev], bytes) == cudaSuccess) keepsz[dev] = bytes;
+        }
+        if (keepsz[dev] >= bytes) {
+          pb = keep[dev];
+          got = true;
+        }
+      }
+      if (got) {
+        part = (float *)pb;
+        mode = 5;
+      }
+      got = false; // nothing to free
+    } else if (capturing) {
+      got = redgraph && cudaMallocAsync(&pb, bytes, st) == cudaSuccess;
+    } else {
+      cudaMemPool_t pool = xperm_pool();
+      got = pool && cudaMallocFromPoolAsync(&pb, bytes, pool, st) == cudaSuccess;
+    }
+    (void)cudaGetLastError();
+    if (got) {
+      part = (float *)pb;
+      mode = 5;
+      owned = true;
+    }
+  }
+  if (splits > 1 && mode != 5) {
+    // Reduce the splits in a cluster when all clusters fit on the GPU at once, else atomics.
+    static std::atomic<int> cache[64][3];
+    if ((splits & (splits - 1)) == 0 && splits <= 8 &&
+        (long long)max_clusters(kern, cfg, splits, cache) * splits >= units) {
+      mode = accumulate ? 4 : 3;
+      cluster_attr(at[0], splits);
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+    } else {
+      mode = 2;
+      if (!accumulate) {
+        cudaError_t e = ldy == N ? cudaMemsetAsync(y, 0, (size_t)M * N * sizeof(float), st)
+                                 : cudaMemset2DAsync(y, (size_t)ldy * sizeof(float), 0,
+                                                     (size_t)N * sizeof(float), M, st);
+        if (e != cudaSuccess) return (int)e;
+      }
+    }
+  }
+  // Programmatic dependent launch (the kernel waits for the previous grid before it reads x
+  // or writes y), except right after the split-K memset.
+  if (!(mode == 2 && !accumulate)) {
+    pdl_attr(at[cfg.numAttrs++]);
+    cfg.attrs = at;
+  }
+  cfg.gridDim = dim3((mode == 3 || mode == 4) ? (unsigned)units : (unsigned)min(units, (long long)sms));
+  (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
+  cudaError_t e = cudaLaunchKernelEx(&cfg, mode == 5 ? kred : kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
+                                     alpha, (const __nv_bfloat16 *)x, ldx, mode == 5 ? part : y, ldy, M, N, rb,
+                                     splits, (int)units, per, mode, (const uint4 *)xp);
+  if (e == cudaSuccess && mode == 5) {
+    static DeviceOnce carve; // keep the GEMM's shared-memory carve-out between the two launches
+    (void)carve.run([] {
+      return (int)cudaFuncSetAttribute(splitk_reduce_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    });
+    (void)cudaGetLastError();
+    const long long total = units / splits * 8192; // float4 of y's tiles
+    cudaLaunchConfig_t rc = {};
+    rc.blockDim = dim3(256);
+    rc.gridDim = dim3((unsigned)min((total + 255) / 256, 4LL * sms)); // 60 registers: 4 blocks per SM
+    rc.stream = st;
+    cudaLaunchAttribute ra[1];
+    pdl_attr(ra[0]);
+    rc.attrs = ra;
+    rc.numAttrs = 1;
+    e = cudaLaunchKernelEx(&rc, splitk_reduce_kernel, (const float4 *)part, splits, total, rb, y, ldy, M, N, accumulate);
+  }
+  if (owned) {
+    const cudaError_t fe = cudaFreeAsync(part, st);
+    if (e == cudaSuccess) e = fe;
+  }
+  if (e != cudaSuccess) return (int)e;
+  return (int)cudaGetLastError();
 }
 
 template <int FMT>

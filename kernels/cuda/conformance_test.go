@@ -882,28 +882,25 @@ func TestQGEMMLargeM(t *testing.T) {
 	st, err := d.NewStream()
 	must(t, err)
 	defer st.Close()
-	for _, c := range []struct {
-		q qcase
-		m int
-	}{{qcase{NVFP4, 512, 4096}, 2048}, {qcase{MXFP4, 2048, 4096}, 256}} {
-		p, _ := packRandom(t, r, c.q)
-		w, err := d.UploadWeight(p)
-		must(t, err)
-		alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
-		x, y := alloc(2*c.m*c.q.k), alloc(4*c.m*c.q.n)
-		xb, _ := bf16Acts(r, c.m*c.q.k)
+	for _, c := range []qgemmCases{{qcase{NVFP4, 512, 4096}, []int{2048}, 0}, {qcase{MXFP4, 2048, 4096}, []int{256}, 0}} {
+		m, n, k := c.ms[0], c.c.n, c.c.k
+		p, _ := packRandom(t, r, c.c)
+		w, err1 := d.UploadWeight(p)
+		x, err2 := d.Alloc(int64(2 * m * k))
+		y, err3 := d.Alloc(int64(4 * m * n))
+		must(t, err1, err2, err3)
+		xb, _ := bf16Acts(r, m*k)
 		must(t, x.Upload(xb))
-		step := func() error { return st.QGEMM(w, x, y, c.m, false) }
-		must(t, step(), st.Sync())
-		first := make([]float32, c.m*c.q.n)
-		must(t, y.DownloadF32(first))
-		must(t, step(), st.Sync())
-		again := make([]float32, c.m*c.q.n)
-		must(t, y.DownloadF32(again))
-		got := replayGraph(t, st, step, y, c.m*c.q.n)
-		for i := range first {
-			if math.Float32bits(again[i]) != math.Float32bits(first[i]) || math.Float32bits(got[i]) != math.Float32bits(first[i]) {
-				t.Fatalf("%v M=%d: y[%d] = %g, then %g, graph replay %g", c.q, c.m, i, first[i], again[i], got[i])
+		call := func() error { return st.QGEMM(w, x, y, m, false) }
+		ys := make([][]float32, 2)
+		for i := range ys {
+			ys[i] = make([]float32, m*n)
+			must(t, call(), st.Sync(), y.DownloadF32(ys[i]))
+		}
+		ys = append(ys, replayGraph(t, st, call, y, m*n))
+		for i, v := range ys[0] {
+			if b := math.Float32bits(v); b != math.Float32bits(ys[1][i]) || b != math.Float32bits(ys[2][i]) {
+				t.Fatalf("%v M=%d: y[%d] = %g, then %g, graph replay %g", c.c, m, i, v, ys[1][i], ys[2][i])
 			}
 		}
 		x.Free()

@@ -31,9 +31,12 @@
 // register set per 64-input tile and row block). x is read from L2 once per 256 rows. The grid
 // is persistent (one block per SM, work units handed out round-robin) and launched with
 // programmatic dependent launch: a block's first weight chunks load before griddepcontrol.wait.
-// When the units are fewer than the SMs, K is split: the splits of a tile form a cluster and
-// are summed through distributed shared memory (no atomics, no zeroing of y), or, where such
-// clusters do not all fit on the GPU at once, added into y with float32 atomics. A tile that
+// When the units are fewer than the SMs, K is split: each split stores its partial tile into a
+// stream-ordered scratch buffer and a second kernel (splitk_reduce_kernel, PDL) sums the splits
+// in split order into y (deterministic; no atomics, no zeroing of y). Without the buffer
+// (DSV4GO_QGEMM_SPLITRED=0) the splits of a tile form a cluster and are summed through
+// distributed shared memory, or, where such clusters do not all fit on the GPU at once, added
+// into y with float32 atomics. A tile that
 // lies wholly inside y is stored without per-element bounds checks. Where the 256 x 128 tiles
 // would split K into short splits (<= 4 chunks) and 128-row x 64-token tiles fill the SMs
 // (expert w2 at M = 256), the same kernel runs on those instead (template ROWT 8, TN 64: each
@@ -274,7 +277,8 @@ __device__ __forceinline__ unsigned long long lg_now() {
 // zeroed first or accumulated), 3 (store) and 4 (y +=) = split-K reduced inside a cluster of
 // `splits` blocks (one unit each) through distributed shared memory, 5 = split-K partial tile
 // stored to a scratch buffer (y) for splitk_reduce_kernel (only in the RED instantiation, so
-// that the others keep their code). A split past the end of
+// that the others keep their code: their SASS is identical to the kernel before RED existed).
+// A split past the end of
 // K (splits * kper > K / 128) has no chunks and contributes zeros.
 // XP: x comes as xp, already in the shared-memory tile layout (xperm_kernel): the producer copies
 // a chunk's two x tiles with one 32 KB bulk copy instead of 4-byte cp.async.
@@ -743,7 +747,15 @@ static cudaMemPool_t xperm_pool() {
 // block took 6.9 us (median; 5.5-8.4) after the main loop. Clusters of 2 (where they fit) spent
 // 9.7 us after the main loop, 5.7 of them in the distributed shared-memory loads (128 KB per
 // block at ~23 GB/s). The scratch path stores 128 KB per block with whole-warpgroup 4 KB
-// stores and reduces in a second PDL launch.
+// stores and reduces in a second PDL launch. Same call (07:11 UTC, cudabench, main 2995721's
+// binary -> this one, NVFP4 / MXFP4 / FP8-block): wkv M = 2048 28.08 / 28.09 / 29.41 -> 25.73 /
+// 25.92 / 27.69 us, wkv M = 256 13.70 / 13.29 / 13.84 -> 11.01 / 11.12 / 11.53, w1/w3 M = 256
+// 21.16 / 20.60 / 21.95 -> 18.01 / 17.89 / 19.57, wo_b M = 256 39.90 / 38.24 / 45.42 -> 37.08
+// / 36.70 / 42.79; the launches without split-K unchanged (within +-0.6 %). Its timeline (same
+// call, probes): the GEMM's stores take 3.0 us after the main loop, and 4.9 us pass between one
+// GEMM's last block and the next one's first (the reduction kernel and, in a graph, the scratch
+// buffer's allocation and free nodes: a buffer kept across calls, not safe for concurrent
+// streams and not kept, gave 25.00 instead of 25.74 us).
 template <int FMT, bool XP, int ROWT = 16, int TN = 128>
 int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alpha, const void *x,
               int ldx, float *y, int ldy, int M, int accumulate, int rb, int splits, int per,
@@ -769,40 +781,14 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
   cfg.stream = st;
   int mode = accumulate ? 1 : 0;
   cudaLaunchAttribute at[2];
-  float *part = nullptr;
-  bool owned = false; // part is this call's allocation
+  float *part = nullptr; // this call's split-K scratch (mode 5)
   if (BIG && splits > 1 && redmode != 0) {
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     const bool capturing = cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;
     const size_t bytes = (size_t)units * 8192 * 16; // one 256 x 128 float32 tile per unit
     void *pb = nullptr;
     bool got = false;
-    if (redmode == 2) {
-      // measurement only: one scratch buffer per device, kept (no allocation and free per call;
-      // not safe for concurrent calls on several streams)
-      static std::mutex mu;
-      static void *keep[64];
-      static size_t keepsz[64];
-      int dev = 0;
-      if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
-        std::lock_guard<std::mutex> lk(mu);
-        if (keepsz[dev] < bytes && !capturing) {
-          if (keep[dev]) cudaFree(keep[dev]);
-          keep[dev] = nullptr;
-          keepsz[dev] = 0;
-          if (cudaMalloc(&keep[dev], bytes) == cudaSuccess) keepsz[dev] = bytes;
-        }
-        if (keepsz[dev] >= bytes) {
-          pb = keep[dev];
-          got = true;
-        }
-      }
-      if (got) {
-        part = (float *)pb;
-        mode = 5;
-      }
-      got = false; // nothing to free
-    } else if (capturing) {
+    if (capturing) {
       got = redgraph && cudaMallocAsync(&pb, bytes, st) == cudaSuccess;
     } else {
       cudaMemPool_t pool = xperm_pool();
@@ -812,7 +798,6 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
     if (got) {
       part = (float *)pb;
       mode = 5;
-      owned = true;
     }
   }
   if (splits > 1 && mode != 5) {
@@ -862,7 +847,7 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
     rc.numAttrs = 1;
     e = cudaLaunchKernelEx(&rc, splitk_reduce_kernel, (const float4 *)part, splits, total, rb, y, ldy, M, N, accumulate);
   }
-  if (owned) {
+  if (part) {
     const cudaError_t fe = cudaFreeAsync(part, st);
     if (e == cudaSuccess) e = fe;
   }

@@ -575,7 +575,9 @@ func runQGEMMCase(t *testing.T, d *Device, st *Stream, r *rand.Rand, w *Weight, 
 // format, store and accumulate, 4-deep rings where x is large, and K split over thread-block
 // clusters where row tiles are few. On a 132-SM H200 every shape below but the last is
 // accepted by the kernel (the launcher falls back silently, so the comments give the path the
-// launcher's rules pick; with DSV4GO_GEMV3=0 the same cases check the earlier kernels).
+// launcher's rules pick; with DSV4GO_GEMV3=0 the same cases check the earlier kernels). FP4
+// cases with one row tile per block and at most 4 units per warp run the predecode kernel
+// instead (TestGEMVPath); DSV4GO_GEMV3_PREDEC=0 puts them back on the streaming kernel.
 func TestQGEMMStream(t *testing.T) {
 	runQGEMMTable(t, []qgemmCases{
 		{qcase{NVFP4, 4096, 1024}, []int{1, 2, 9}, 0}, // R=1, one chunk per K-slice
@@ -612,6 +614,9 @@ func TestQGEMMStream(t *testing.T) {
 		{qcase{NVFP4, 4096, 2048}, []int{1, 8}, 0}, // expert w2: two row tiles per block, 4 units per warp
 		{qcase{NVFP4, 2048, 4096}, []int{16}, 0},   // M > 8: two token tiles
 		{qcase{MXFP4, 512, 4096}, []int{11}, 0},    // M > 8, clusters of 4
+		// streaming kernel at M <= 8 with one row tile per block: 8 units per warp
+		{qcase{NVFP4, 2048, 8192}, []int{1}, 0},  // 8-deep rings, two units per step
+		{qcase{MXFP4, 1024, 16384}, []int{2}, 0}, // clusters of 2, 64 chunks per block
 	}, nil)
 }
 
@@ -654,6 +659,8 @@ func TestGEMVPath(t *testing.T) {
 		{qcase{NVFP4, 4096, 8192}, 4, stream},          // 16 units per warp, 4-deep rings
 		{qcase{FP8Block, 512, 4096}, 2, streamCluster}, // FP8-block wkv
 		{qcase{NVFP4, 1024, 384}, 2, earlier},          // 3 chunks: declined
+		{qcase{NVFP4, 2048, 8192}, 1, stream},          // 8 units per warp
+		{qcase{MXFP4, 1024, 16384}, 2, streamCluster},  // clusters of 2, 8 units per warp
 	} {
 		r := rng(t)
 		p, ref := packRandom(t, r, tc.c)

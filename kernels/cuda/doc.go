@@ -23,8 +23,9 @@
 // most 6 significant bits, which bf16 holds; the remaining power of two and NVFP4's global
 // scale are Packed.Alpha, applied to the float32 accumulators.
 //
-// Decode (M <= 16 tokens) of one FP4 matrix whose warps would stream at most 4 units of 16
-// rows x 128 inputs (expert w1/w3 and w2, wkv) uses a predecode GEMV (csrc/qgemv_stream.cu):
+// Decode (M <= 16 tokens) of one small FP4 matrix (at most twice as many 16-row tiles as SMs,
+// or fewer with K split over a thread-block cluster, and at most 4 chunks of 128 inputs per
+// K-slice warp: expert w1/w3 and w2, wkv) uses a predecode GEMV (csrc/qgemv_stream.cu):
 // each block issues all its weights and decodes them into bf16 MMA fragments (shared memory
 // and registers) before waiting for the previous kernel, so that after the wait only x's loads,
 // the MMAs and the K-slice reduction remain; the next GEMV is scheduled at block start.

@@ -40,9 +40,13 @@
 // clusters); qgemm.cu then uses its older kernels.
 // Without the PDL attribute (DSV4GO_GEMV3_PDL=0) the griddepcontrol instructions are no-ops.
 //
-// Small FP4 matrices at M <= 8 (at most 4 units per warp: expert w1/w3 and w2, wkv) go to
-// qgemv_predec_kernel instead (below): there the launch is a latency chain, not a stream, and
-// it moves the weights' decode ahead of the wait as well.
+// Small FP4 matrices (one row tile per block in the layout above, i.e. at most twice as many row
+// tiles as SMs or a cluster split, and at most 4 units per K-slice warp: expert w1/w3 and w2,
+// wkv) go to qgemv_predec_kernel instead (below): there the launch is a latency chain, not a
+// stream, and it moves the weights' decode ahead of the wait as well.
+// x is not declared __restrict__ in either kernel: ptxas may hoist read-only (ld.global.nc)
+// loads above griddepcontrol.wait, where x may still be being written (it did for the
+// predecode kernel; tools/cuda_sass_check.sh, run by .ci/cuda-build, checks the machine code).
 #include <cuda_bf16.h>
 #include <atomic>
 #include <cooperative_groups.h>
@@ -115,7 +119,7 @@ struct Groups {
 template <int FMT, int MT, int DEPTH, int UP, bool CLU>
 __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per SM anyway
     qgemv_stream_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
-                        int K, float alpha, const __nv_bfloat16 *__restrict__ x,
+                        int K, float alpha, const __nv_bfloat16 *x,
                         float *__restrict__ y, int M, int N, int R, int lgkw, int accumulate, int probe,
                         int pre, int ldp, Groups gp) {
   using U = Unit<FMT>;
@@ -519,7 +523,7 @@ __device__ __forceinline__ void cp_wait_n(int n) { // n is a compile-time consta
 template <int FMT, int MT, int NU, int PS, int PR, int RW, int XM, bool CLU>
 __global__ void __launch_bounds__(256, 2)
     qgemv_predec_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles, int K,
-                        float alpha, const __nv_bfloat16 *__restrict__ x, float *__restrict__ y, int M,
+                        float alpha, const __nv_bfloat16 *x, float *__restrict__ y, int M,
                         int N, int accumulate, int ldp, int lgcl) {
   using U = Unit<FMT>;
   static_assert(U::WQ == 1 && PS >= 1 && PR >= 0 && PS + PR <= NU && NU <= 4, "FP4, 1 <= PS, PS + PR <= NU <= 4");

@@ -403,6 +403,27 @@ template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw,
   return (size_t)8 * DEPTH * Unit<FMT>::SLOT + ((size_t)M * (K + 8) + ZSTRIP) * 2 + red;
 }
 
+// Launch is a cudaLaunchKernelEx configuration of a decode GEMV grid: 256 threads per block,
+// smem bytes of dynamic shared memory, the programmatic-dependent-launch attribute when pdl and
+// thread-block clusters of cl blocks when cl > 1. Not copyable: cfg points at its own attrs.
+struct Launch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  Launch(unsigned grid, size_t smem, cudaStream_t st, bool pdl, int cl) {
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    int na = 0;
+    if (pdl) pdl_attr(attr[na++]);
+    if (cl > 1) cluster_attr(attr[na++], cl);
+    cfg.attrs = attr;
+    cfg.numAttrs = na;
+  }
+  Launch(const Launch &) = delete;
+  Launch &operator=(const Launch &) = delete;
+};
+
 // cluster_fits reports (0, once per device: cached in once) whether the current device can make at
 // least one cluster of cl blocks of kern resident, each with smem bytes of dynamic shared memory
 // (call it with the most the kernel may ask for), or DSV4C_ERR_SHAPE, so that the caller
@@ -465,18 +486,8 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
                                   : upw <= 4              ? upw
                                                           : 2);
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(gp.G * gp.bpg * gp.cl);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[2];
-  int na = 0;
-  if (pdl) pdl_attr(attr[na++]);
-  if (gp.cl > 1) cluster_attr(attr[na++], gp.cl);
-  cfg.attrs = attr;
-  cfg.numAttrs = na;
-  const int r = (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
+  Launch lc(gp.G * gp.bpg * gp.cl, smem, st, pdl, gp.cl);
+  const int r = (int)cudaLaunchKernelEx(&lc.cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                        alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
                                        probe, pre, ldp, gp);
   if (r == 0) gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_STREAM_CLUSTER : DSV4C_GEMV_STREAM, std::memory_order_relaxed);
@@ -740,18 +751,8 @@ int launch_predec_cfg(const void *w, const void *sc, int ntiles, int K, float al
   static const int ldp = env_int("DSV4GO_GEMV3_PDLD", 0);
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   (void)cudaGetLastError();
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((ntiles + RW - 1) / RW * cl);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[2];
-  int na = 0;
-  if (pdl) pdl_attr(attr[na++]);
-  if (CLU) cluster_attr(attr[na++], cl);
-  cfg.attrs = attr;
-  cfg.numAttrs = na;
-  return (int)cudaLaunchKernelEx(&cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha,
+  Launch lc((ntiles + RW - 1) / RW * cl, smem, st, pdl, CLU ? cl : 1);
+  return (int)cudaLaunchKernelEx(&lc.cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha,
                                  (const __nv_bfloat16 *)x, y, M, N, accumulate, ldp, lgcl);
 }
 

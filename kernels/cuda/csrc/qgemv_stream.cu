@@ -504,8 +504,8 @@ inline bool cluster_ok() {
 }
 
 
-// qgemv_predec_kernel serves one FP4 matrix at M <= 8 whose warps stream at most NU (<= 4)
-// units each: expert w1/w3 (2048x4096: one row tile per block, 8 K-slice warps of 4 units),
+// qgemv_predec_kernel serves one FP4 matrix at M <= 8 * MT (MT token tiles of 8) whose warps
+// stream at most NU (<= 4) units each: expert w1/w3 (2048x4096: one row tile per block, 8 K-slice warps of 4 units),
 // expert w2 (4096x2048: two row tiles per block, 4 K-slice warps each, 4 units) and wkv
 // (512x4096: one row tile per cluster of 4 blocks, 1 unit per warp). For these the launch
 // timeline of the streaming kernel (tools/cuda_stream_trace.cu, run T) is a serial chain after
@@ -521,7 +521,8 @@ inline bool cluster_ok() {
 // 2 all of them first), the MMAs and the K-slice reduction remain.
 // Shared memory per warp: PS decoded slots and NU - PS packed slots; the reduction reuses each
 // warp's first decoded slot once its MMAs are done; a cluster's partial sums go past the warps'
-// areas in rank 0.
+// areas in rank 0. Registers: at most 128 per thread (two blocks per SM: this grid's and the
+// next one's); every instantiation the launcher picks compiles without spills (ptxas -v).
 __device__ __forceinline__ void cp_wait_n(int n) { // n is a compile-time constant after unrolling
   switch (n) {
   case 0: cp_wait<0>(); break;

@@ -875,6 +875,14 @@ func TestQGEMMLargeM(t *testing.T) {
 		{qcase{NVFP4, 512, 4096}, []int{2048}, 0},
 		{qcase{FP8Block, 520, 4096}, []int{256}, 0},
 		{qcase{MXFP4, 512, 4096}, []int{200}, 0},
+		// 64-row x 128-token tiles, K unsplit, the two consumer warpgroups on alternate chunks
+		// and their sums added through shared memory (wkv at M = 2048 above; here FP8-block
+		// scales, ragged rows and tokens, an odd chunk count: 19 chunks, 10 + 9);
+		// DSV4GO_QGEMM_ALT=1 forces these tiles on every case, DSV4GO_QGEMM_ALTXP=0/1 their x
+		// pre-pass off/on
+		{qcase{FP8Block, 512, 4096}, []int{2048}, 0},
+		{qcase{MXFP4, 500, 4096}, []int{1990}, 0},
+		{qcase{NVFP4, 512, 2432}, []int{2048}, 0},
 	}, func(m int) func(int) bool {
 		return func(i int) bool { return i%5 == 0 || i%128 == 127 || i >= m-3 }
 	})

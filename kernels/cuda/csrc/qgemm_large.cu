@@ -40,7 +40,10 @@
 // lies wholly inside y is stored without per-element bounds checks. Where the 256 x 128 tiles
 // would split K into short splits (<= 4 chunks) and 128-row x 64-token tiles fill the SMs
 // (expert w2 at M = 256), the same kernel runs on those instead (template ROWT 8, TN 64: each
-// consumer warpgroup one 64-row block, wgmma m64n64k16), K unsplit (launch_wgmma).
+// consumer warpgroup one 64-row block, wgmma m64n64k16), K unsplit (launch_wgmma). Where 256 x
+// 128 tiles would split K of <= 32 chunks and 64-row x 128-token tiles fill 7/8 to 1 wave (attn
+// wkv at M = 2048), it runs on those (template ROWT 4: both consumer warpgroups on the same
+// 64-row block, alternate chunks, own accumulators added through shared memory), K unsplit.
 // Measured on the H200: BENCHMARKS.md, "Large-M GEMM (wgmma)".
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -136,10 +139,15 @@ template <int FMT, int ROWT_ = 16, int TN_ = 128> struct LgSmem {
   static constexpr int W = ROWT * 2 * 512 * WQ; // packed weights per chunk
   static constexpr int S = FMT == DSV4C_FMT_NVFP4 ? ROWT * 128 : FMT == DSV4C_FMT_MXFP4 ? ROWT * 64 : 0;
   static constexpr int STAGE = (2 * XT + W + S + 1023) / 1024 * 1024;
-  // ring depth: as many stages as fit in 200 KB, at most 8 (256 x 128: 4, FP8-block 3; 128 x
-  // 64: 8, FP8-block 6)
-  static constexpr int WS = 200 * 1024 / STAGE < 8 ? 200 * 1024 / STAGE : 8;
-  static constexpr int TOTAL = WS * STAGE + 1024;
+  // 64 x 128 tile (ROWT 4): RX bytes after the ring and its barriers where the two consumer
+  // warpgroups exchange half of their accumulators (16 KB), and a 220 KB budget for ring and
+  // exchange (5 stages in every format), since each consumer sees only every other stage
+  static constexpr int RX = ROWT == 4 ? 128 * 32 * 4 : 0;
+  static constexpr int BUDGET = ROWT == 4 ? 220 * 1024 - RX : 200 * 1024;
+  // ring depth: as many stages as fit in the budget, at most 8 (256 x 128: 4, FP8-block 3;
+  // 128 x 64: 8, FP8-block 6; 64 x 128: 5)
+  static constexpr int WS = BUDGET / STAGE < 8 ? BUDGET / STAGE : 8;
+  static constexpr int TOTAL = WS * STAGE + 1024 + (RX ? 256 + RX : 0);
 };
 
 __device__ __forceinline__ void cp_async4(uint32_t smem, const void *gmem, bool valid) {
@@ -279,7 +287,11 @@ __device__ __forceinline__ unsigned long long lg_now() {
 // stored to a scratch buffer (y) for splitk_reduce_kernel (only in the RED instantiation, so
 // that the others keep their code: their SASS is identical to the kernel before RED existed).
 // A split past the end of
-// K (splits * kper > K / 128) has no chunks and contributes zeros.
+// K (splits * kper > K / 128) has no chunks and contributes zeros. The 64 x 128 tile (ALT,
+// ROWT 4) runs modes 0 and 1 only, plus bit 8 (its slot-release policy, see below).
+// ALT (ROWT 4, TN 128): 64 rows x 128 tokens, K unsplit; consumer warpgroup wg takes the
+// unit's chunks c with c % 2 == wg (its own full barriers, full1 for wg 1; 4 arrivals on a
+// slot's empty barrier), and the two partial sums are added in the epilogue.
 // XP: x comes as xp, already in the shared-memory tile layout (xperm_kernel): the producer copies
 // a chunk's two x tiles with one 32 KB bulk copy instead of 4-byte cp.async.
 constexpr int WS_THREADS = 384;
@@ -292,15 +304,23 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     int kper, int mode, const uint4 *__restrict__ xp) {
   using L = LgSmem<FMT, ROWT_, TN_>;
   constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = L::TN;
-  constexpr int NMB = ROWT / 8; // 64-row blocks per consumer warpgroup
+  // ALT: 64 x 128 tile (ROWT 4): both consumer warpgroups work on the same 64-row block, each
+  // on every other chunk (consumer wg takes chunks c % 2 == wg) with its own accumulator, and
+  // the two accumulators are summed through shared memory before the store
+  constexpr bool ALT = ROWT == 4 && TN == 128;
+  constexpr int NMB = ALT ? 1 : ROWT / 8; // 64-row blocks per consumer warpgroup
   constexpr int TPW = TN / 4;   // tokens of a tile staged per producer warp
   constexpr bool BIG = ROWT == 16 && TN == 128; // only this tile splits K (modes 2-5)
   static_assert(BIG || !RED, "the split-K scratch layout is made for 256 x 128 tiles");
-  static_assert(BIG || !XP, "the x tile image (xperm_kernel) is made for 128-token tiles");
+  static_assert(TN == 128 || !XP, "the x tile image (xperm_kernel) is made for 128-token tiles");
+  static_assert(ALT || ROWT % 8 == 0, "row tiles: 4 (ALT), 8 or 16");
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem);
-  const uint32_t bars = s0 + WS * L::STAGE; // full[WS], then empty[WS]
+  // full[WS], then empty[WS]; ALT: then full1[WS], the full barriers of consumer 1's chunks
+  // (each consumer waits only on its own chunks' barriers, so it sees every phase of them in
+  // order, whichever consumer used a slot before)
+  const uint32_t bars = s0 + WS * L::STAGE;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int KT = K / 64, KCH = K / 128;
@@ -309,7 +329,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
     for (int s = 0; s < WS; s++) {
       mbar_init(bars + 8 * s, 128);
-      mbar_init(bars + 8 * (WS + s), 8);
+      mbar_init(bars + 8 * (WS + s), ALT ? 4 : 8); // ALT: only the chunk's consumer arrives
+      if (ALT) mbar_init(bars + 8 * (2 * WS + s), 128);
     }
   }
   __syncthreads();
@@ -372,6 +393,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       const int mrem = M - tok0 - warp * TPW; // tokens of this warp's TPW that exist
       const __nv_bfloat16 *xw = x + (size_t)(tok0 + warp * TPW) * ldx + 2 * lane;
       for (int c = 0; c < nch; c++) {
+#define FB1 (ALT && (c & 1)) // ALT: chunk c is consumer 1's (its full barrier is full1[slot])
         if (wrapped) mbar_wait(bars + 8 * (WS + slot), ph ^ 1);
         const uint32_t st = s0 + slot * L::STAGE;
         if (pre > 0)
@@ -382,8 +404,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           // the chunk's two x tiles are 32 contiguous KB of xp; thread 0 adds their bytes to
           // the slot's full barrier before its own arrival below
           if (tid == 0) {
-            mbar_expect_tx(bars + 8 * slot, 2 * L::XT);
-            bulk_g2s(st, xp + ((size_t)tb * KT + 2 * (c0 + c)) * (L::XT / 16), 2 * L::XT, bars + 8 * slot);
+            mbar_expect_tx(bars + 8 * (FB1 ? 2 * WS + slot : slot), 2 * L::XT);
+            bulk_g2s(st, xp + ((size_t)tb * KT + 2 * (c0 + c)) * (L::XT / 16), 2 * L::XT,
+                     bars + 8 * (FB1 ? 2 * WS + slot : slot));
           }
         } else {
           const uint32_t xs = st + warp * TPW * 128 + xt * 4;
@@ -398,7 +421,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             opaque(p);
           }
         }
-        cp_async_arrive(bars + 8 * slot);
+        cp_async_arrive(bars + 8 * (FB1 ? 2 * WS + slot : slot));
+#undef FB1
         if (++slot == WS) {
           slot = 0;
           ph ^= 1;
@@ -418,12 +442,14 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     setmaxnreg_inc<232>();
     asm volatile("griddepcontrol.wait;" ::: "memory"); // before the first store to y
     LGT(7);
-    const int cw = warp - 4; // 0..7: warpgroup cw / 4, row tiles mb * 8 + cw
+    const int cw = warp - 4; // 0..7: warpgroup cw / 4, row tiles mb * 8 + cw (ALT: cw % 4)
     const int g = lane >> 2, t = lane & 3;
+    const int wg = cw >> 2; // ALT: this consumer's chunks are c % 2 == wg
     float acc[NMB][TN / 2];
     uint32_t A[2][NMB][4][4]; // [tile h][row block mb]: the A fragments of 4 k16 steps
     int slot = 0;
     uint32_t ph = 0;
+    uint32_t phb = 0; // ALT: bit s = the parity this consumer waits for next on slot s
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
       const int sp = u % splits, r2 = u / splits, rb = r2 % rbn, tb = r2 / rbn;
       const int brt0 = rb * ROWT, tok0 = tb * TN, c0 = sp * kper;
@@ -434,7 +460,19 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         for (int i = 0; i < TN / 2; i++) acc[mb][i] = 0.f;
       int pslot = 0;
       for (int c = 0; c < nch; c++) {
-        mbar_wait(bars + 8 * slot, ph);
+        if (ALT && (c & 1) != wg) { // the other consumer's chunk: only step the ring
+          if (++slot == WS) {
+            slot = 0;
+            ph ^= 1;
+          }
+          continue;
+        }
+        if (ALT) { // this consumer's phase of the slot's barrier
+          mbar_wait(bars + 8 * (wg ? 2 * WS + slot : slot), (phb >> slot) & 1);
+          phb ^= 1u << slot;
+        } else {
+          mbar_wait(bars + 8 * slot, ph);
+        }
         LGT_ONCE(8);
         fence_async_smem(); // the producer's generic-proxy writes -> the tensor cores
         const uint8_t *st = smem + slot * L::STAGE + 2 * L::XT;
@@ -455,8 +493,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             // per chunk, the 2 * NMB - 1 issued since stay queued
             wg_wait<2 * NMB - 1>();
             // so is every group of the previous chunk: its slot can be refilled
-            if (c > 0 && mb == NMB - 1 && h == 1 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
-            const int rl = mb * 8 + cw;
+            // (ALT: this consumer's previous chunk, c - 2; with mode bit 8, below instead)
+            if ((ALT ? c > 1 && !(mode & 8) : c > 0) && mb == NMB - 1 && h == 1 && lane == 0)
+              mbar_arrive(bars + 8 * (WS + pslot));
+            const int rl = ALT ? (cw & 3) : mb * 8 + cw;
             uint4 wv[WQ];
 #pragma unroll
             for (int i = 0; i < WQ; i++)
@@ -476,6 +516,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_commit();
           }
         }
+        if (ALT && (mode & 8)) {
+          // ALT, mode bit 8 (DSV4GO_QGEMM_ALTREL=1): the slot is released as soon as this
+          // chunk's groups complete (the consumer holds one slot, not two, so the producer runs
+          // further ahead; but this consumer's decode of its next chunk no longer overlaps them)
+          wg_wait<0>();
+          if (lane == 0) mbar_arrive(bars + 8 * (WS + slot));
+        }
         pslot = slot;
         if (++slot == WS) {
           slot = 0;
@@ -484,7 +531,72 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
       wg_wait<0>();
       LGT(9);
-      if (nch > 0 && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
+      if ((ALT ? nch > wg && !(mode & 8) : nch > 0) && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
+      if (ALT) {
+        // Both consumers hold a partial sum of the same 64 x 128 tile. Consumer wg stores
+        // tokens [64 wg, 64 wg + 64) of it (b in [8 wg, 8 wg + 8)) as acc0 + acc1 (the same sum
+        // in either consumer: deterministic), getting the other consumer's half through RX
+        // bytes of shared memory past the ring (never written by the producer): consumer 1
+        // leaves its b < 8 half there, consumer 0 reads it and leaves its b >= 8 half in the same
+        // place (each thread its own slots), then consumer 1 reads that.
+        const int lt = (cw & 3) * 32 + lane;
+        float4 *xr = reinterpret_cast<float4 *>(smem + WS * L::STAGE + 256) + lt;
+        float v[32];
+        if (wg == 1) {
+#pragma unroll
+          for (int b = 0; b < 8; b++)
+            xr[b * 128] = make_float4(acc[0][4 * b], acc[0][4 * b + 1], acc[0][4 * b + 2], acc[0][4 * b + 3]);
+        }
+        named_sync(1, 256);
+        if (wg == 0) {
+#pragma unroll
+          for (int b = 0; b < 8; b++) {
+            const float4 q = xr[b * 128];
+            v[4 * b] = (acc[0][4 * b] + q.x) * alpha;
+            v[4 * b + 1] = (acc[0][4 * b + 1] + q.y) * alpha;
+            v[4 * b + 2] = (acc[0][4 * b + 2] + q.z) * alpha;
+            v[4 * b + 3] = (acc[0][4 * b + 3] + q.w) * alpha;
+            xr[b * 128] = make_float4(acc[0][32 + 4 * b], acc[0][33 + 4 * b], acc[0][34 + 4 * b], acc[0][35 + 4 * b]);
+          }
+        }
+        named_sync(1, 256);
+        if (wg == 1) {
+#pragma unroll
+          for (int b = 0; b < 8; b++) {
+            const float4 q = xr[b * 128];
+            v[4 * b] = (q.x + acc[0][32 + 4 * b]) * alpha;
+            v[4 * b + 1] = (q.y + acc[0][33 + 4 * b]) * alpha;
+            v[4 * b + 2] = (q.z + acc[0][34 + 4 * b]) * alpha;
+            v[4 * b + 3] = (q.w + acc[0][35 + 4 * b]) * alpha;
+          }
+        }
+        // (consumer 1 writes RX again only after this unit's reads: the next unit's first
+        // barrier orders consumer 0's reads before it)
+        const int rowa = (brt0 + (cw & 3)) * 16 + g, toka = tok0 + 64 * wg + 2 * t;
+        const int amode = mode & 7;
+        if (amode == 0 && (brt0 + ROWT) * 16 <= N && tok0 + TN <= M) {
+          float *yb = y + (size_t)toka * ldy + rowa;
+#pragma unroll
+          for (int b = 0; b < 8; b++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) yb[(e & 1) * (size_t)ldy + 8 * (e >> 1)] = v[4 * b + e];
+            yb += 8 * (size_t)ldy;
+          }
+          continue;
+        }
+#pragma unroll
+        for (int b = 0; b < 8; b++) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int row = rowa + 8 * (e >> 1), tok = toka + 8 * b + (e & 1);
+            if (row < N && tok < M) {
+              float *dst = y + (size_t)tok * ldy + row;
+              *dst = amode == 1 ? *dst + v[4 * b + e] : v[4 * b + e];
+            }
+          }
+        }
+        continue;
+      }
       if (RED) {
         // Split-K through a scratch buffer (y points at it): the unit's partial tile (alpha
         // applied) in accumulator order, [unit][mb][b][consumer thread] float4, so that every
@@ -780,6 +892,12 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
   cfg.dynamicSmemBytes = SMEM;
   cfg.stream = st;
   int mode = accumulate ? 1 : 0;
+  // 64 x 128 tiles (ROWT 4): DSV4GO_QGEMM_ALTREL=1 releases each ring slot right after its
+  // chunk's wgmma groups complete (mode bit 8), 0 (default) during the consumer's next chunk.
+  // ALTREL=1 is NOT verified: the 07:55 call's timing of it did not come back and its
+  // conformance run (with DSV4GO_QGEMM_ALTXP=0) was cut by a 25 s limit (the test takes 32 s).
+  static const int altrel = env_int("DSV4GO_QGEMM_ALTREL", 0);
+  if (ROWT == 4 && altrel == 1) mode |= 8;
   cudaLaunchAttribute at[2];
   float *part = nullptr; // this call's split-K scratch (mode 5)
   if (BIG && splits > 1 && redmode != 0) {
@@ -896,12 +1014,6 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
         (tilemode > 0 || (splits > 1 && per <= 4 && 8 * small >= 7LL * sms && small <= sms)))
       return launch_ws<FMT, false, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
   }
-  const long long units = (long long)rb * tb * splits;
-  if (units > 0x7fffffff || splits > 65535) return DSV4C_ERR_SHAPE;
-  // x in the tile layout (xperm_kernel) when each x tile is staged by >= 4 row blocks and each
-  // block runs >= 8 chunks: then the bulk copies save more than the pass costs (it reads and
-  // writes x once).
-  const long long per_block = (units + sms - 1) / sms * per;
   // While the stream is being captured into a CUDA graph the pass's buffer is a graph
   // allocation node (cudaMallocAsync from the device's default pool; the private pool is not
   // created or used during a capture). Checked on the H200 (2026-11-30 05:22 call):
@@ -912,7 +1024,11 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   static const bool xpgraph = env_int("DSV4GO_QGEMM_XPERM_GRAPH", 1) != 0;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   const bool capturing = cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;
-  if ((!capturing || xpgraph) && (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8))) {
+  // with_xp runs xperm_kernel into a stream-ordered buffer, then launch(xp), then frees the
+  // buffer, and returns true with the result in *r; false (nothing launched) when no buffer
+  // could be had: the kernel then stages x itself.
+  auto with_xp = [&](auto launch, int *r) -> bool {
+    if (capturing && !xpgraph) return false;
     const long long total = (long long)tb * (K / 64) * 1024; // 16-byte chunks of xp
     void *xp = nullptr;
     bool got = false;
@@ -922,20 +1038,68 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
       cudaMemPool_t pool = xperm_pool();
       got = pool && cudaMallocFromPoolAsync(&xp, (size_t)total * 16, pool, st) == cudaSuccess;
     }
-    if (got) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.blockDim = dim3(256);
-      cfg.gridDim = dim3((unsigned)min((total + 255) / 256, 4LL * sms));
-      cfg.stream = st; // after the allocation: an ordinary launch
-      (void)cudaGetLastError();
-      cudaError_t e = cudaLaunchKernelEx(&cfg, xperm_kernel, (const uint32_t *)x, ldx / 2, M, K / 64, total, (uint4 *)xp);
-      int r = (int)e;
-      if (e == cudaSuccess)
-        r = launch_ws<FMT, true>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);
-      const cudaError_t fe = cudaFreeAsync(xp, st);
-      return r ? r : (int)fe;
+    if (!got) {
+      (void)cudaGetLastError(); // no pool or no memory
+      return false;
     }
-    (void)cudaGetLastError(); // no pool or no memory: the kernel stages x itself
+    cudaLaunchConfig_t cfg = {};
+    cfg.blockDim = dim3(256);
+    cfg.gridDim = dim3((unsigned)min((total + 255) / 256, 4LL * sms));
+    cfg.stream = st; // after the allocation: an ordinary launch
+    (void)cudaGetLastError();
+    cudaError_t e = cudaLaunchKernelEx(&cfg, xperm_kernel, (const uint32_t *)x, ldx / 2, M, K / 64, total, (uint4 *)xp);
+    *r = (int)e;
+    if (e == cudaSuccess) *r = launch(xp);
+    const cudaError_t fe = cudaFreeAsync(xp, st);
+    if (!*r) *r = (int)fe;
+    return true;
+  };
+  // 64-row x 128-token tiles, K unsplit, the two consumer warpgroups taking alternate chunks
+  // of one 64-row block (ALT in qgemm_ws_kernel), where 256 x 128 tiles would split K, K has
+  // at most 32 chunks (each x tile is read from L2 once per 64 rows: 4x the 256-row tile's x
+  // traffic) and the 64 x 128 tiles fill 7/8 to 1 wave of the SMs (attn wkv at M = 2048: 128
+  // tiles; not wo_b at M = 256, 64 chunks): no split-K reduction and no second launch.
+  // Same call (H200, 2026-11-30 07:55 UTC, cudabench, main 264a6d8's binary -> this one, two
+  // interleaved runs each, x pre-pass on, slots released during the consumer's next chunk):
+  // wkv M = 2048 NVFP4 25.74 / 25.78 -> 25.02 / 25.20 us, MXFP4 25.97 / 25.87 -> 25.07 / 25.20,
+  // FP8-block 27.96 / 27.98 -> 27.27 / 27.34 (-2.4..-3.0 %; 43.2 % of the 791.5 TFLOP/s dense
+  // bf16 rate, not the ~17 us estimated from session 5's per-chunk time; a guess, not
+  // profiled: x is read from L2 once per 64-row block, 8 times, 128 MB for wkv against 32 MB
+  // with the split 256-row tiles); every other row of the table (other instantiations, SASS
+  // identical) within -0.5..+0.6 %. Conformance (same call): LargeM|Conformance|Graph, and
+  // QGEMMLargeM|GraphLargeM with DSV4GO_QGEMM_ALT=1.
+  // DSV4GO_QGEMM_ALT: -1 (default) by that rule, 0 never (main 264a6d8's dispatch), 1 whenever
+  // the caller leaves the split to this function (tests). DSV4GO_QGEMM_ALTXP: x pre-pass for
+  // these tiles: -1 (default) by the rule below, 0 never, 1 always (ALTXP=0 on wkv not timed:
+  // that run's log did not come back).
+  static const int altmode = env_int("DSV4GO_QGEMM_ALT", -1);
+  static const int altxp = env_int("DSV4GO_QGEMM_ALTXP", -1);
+  if (auto_split && altmode != 0) {
+    const int rb4 = (ntiles + 3) / 4;
+    const long long alt = (long long)rb4 * tb;
+    if (alt <= 0x7fffffff && (altmode > 0 || (splits > 1 && kch <= 32 && 8 * alt >= 7LL * sms && alt <= sms))) {
+      const long long pb = (alt + sms - 1) / sms * kch; // chunks per block
+      int r = 0;
+      if ((altxp > 0 || (altxp < 0 && rb4 >= 4 && pb >= 8)) &&
+          with_xp([&](const void *xp) {
+            return launch_ws<FMT, true, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, xp, st);
+          }, &r))
+        return r;
+      return launch_ws<FMT, false, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
+    }
+  }
+  const long long units = (long long)rb * tb * splits;
+  if (units > 0x7fffffff || splits > 65535) return DSV4C_ERR_SHAPE;
+  // x in the tile layout (xperm_kernel) when each x tile is staged by >= 4 row blocks and each
+  // block runs >= 8 chunks: then the bulk copies save more than the pass costs (it reads and
+  // writes x once).
+  const long long per_block = (units + sms - 1) / sms * per;
+  if (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8)) {
+    int r = 0;
+    if (with_xp([&](const void *xp) {
+          return launch_ws<FMT, true>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);
+        }, &r))
+      return r;
   }
   return launch_ws<FMT, false>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, nullptr, st);
 }

@@ -894,8 +894,9 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
   int mode = accumulate ? 1 : 0;
   // 64 x 128 tiles (ROWT 4): DSV4GO_QGEMM_ALTREL=1 releases each ring slot right after its
   // chunk's wgmma groups complete (mode bit 8), 0 (default) during the consumer's next chunk.
-  // ALTREL=1 is NOT verified: the 07:55 call's timing of it did not come back and its
-  // conformance run (with DSV4GO_QGEMM_ALTXP=0) was cut by a 25 s limit (the test takes 32 s).
+  // ALTREL=1: conformance passed (2026-11-30 08:03 call, QGEMMLargeM|GraphLargeM with
+  // DSV4GO_QGEMM_ALT=1 DSV4GO_QGEMM_ALTXP=0) but no faster (same call, wkv M = 2048 without the
+  // pre-pass: NVFP4 45.21 / 45.44 against 45.35 / 45.58 us), so it stays off.
   static const int altrel = env_int("DSV4GO_QGEMM_ALTREL", 0);
   if (ROWT == 4 && altrel == 1) mode |= 8;
   cudaLaunchAttribute at[2];
@@ -1070,8 +1071,10 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // QGEMMLargeM|GraphLargeM with DSV4GO_QGEMM_ALT=1.
   // DSV4GO_QGEMM_ALT: -1 (default) by that rule, 0 never (main 264a6d8's dispatch), 1 whenever
   // the caller leaves the split to this function (tests). DSV4GO_QGEMM_ALTXP: x pre-pass for
-  // these tiles: -1 (default) by the rule below, 0 never, 1 always (ALTXP=0 on wkv not timed:
-  // that run's log did not come back).
+  // these tiles: -1 (default) by the rule below, 0 never, 1 always. Without it these tiles are
+  // far slower (08:03 call, wkv M = 2048: NVFP4 45.35 / 45.58 against 25.06 / 25.03 us, MXFP4
+  // 45.95 / 45.70 against 25.01 / 25.06, FP8-block 46.09 / 46.08 against 27.05 / 27.15; each
+  // 64-row tile reads all of x, so the bulk copies of the pre-pass matter most here).
   static const int altmode = env_int("DSV4GO_QGEMM_ALT", -1);
   static const int altxp = env_int("DSV4GO_QGEMM_ALTXP", -1);
   if (auto_split && altmode != 0) {

@@ -424,23 +424,18 @@ struct Launch {
   Launch &operator=(const Launch &) = delete;
 };
 
-// cluster_fits reports (0, once per device: cached in once) whether the current device can make at
-// least one cluster of cl blocks of kern resident, each with smem bytes of dynamic shared memory
-// (call it with the most the kernel may ask for), or DSV4C_ERR_SHAPE, so that the caller
-// declines instead of failing the launch on a device where such clusters do not fit. The H200
-// fits clusters of up to 8 blocks of 112 KB.
-template <typename Kern> int cluster_fits(DeviceOnce &once, Kern kern, int cl, int smem) {
-  return once.run([&] {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(cl);
-    cfg.blockDim = dim3(256);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute at[1];
-    cluster_attr(at[0], cl);
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+// cluster_fits reports (0; once per device and cluster size 2, 4 or 8: cached in once) whether
+// the current device can make at least one cluster of cl blocks of kern resident, each with smem
+// bytes of dynamic shared memory (call it with the most the kernel may ask for), or
+// DSV4C_ERR_SHAPE, so that the caller declines instead of failing the launch on a device where
+// such clusters do not fit. The H200 fits clusters of up to 8 blocks of 112 KB (run V's cluster
+// cases passed with this check).
+template <typename Kern> int cluster_fits(DeviceOnce (&once)[3], Kern kern, int cl, int smem) {
+  const int i = cl <= 2 ? 0 : cl <= 4 ? 1 : 2;
+  return once[i].run([&] {
+    Launch lc(cl, smem, nullptr, false, cl);
     int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &lc.cfg) != cudaSuccess) n = 0;
     (void)cudaGetLastError();
     return n >= 1 ? 0 : DSV4C_ERR_SHAPE;
   });
@@ -456,12 +451,9 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU>;
   static DeviceOnce smemOptIn; // per instantiation and device
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
-  static DeviceOnce clusterFits[4]; // per cluster size 2, 4, 8 (16: not used)
-  if (CLU) {
-    int i = 0;
-    while ((2 << i) < gp.cl && i < 3) i++;
-    if (int e = cluster_fits(clusterFits[i], kern, gp.cl, cap)) return e;
-  }
+  static DeviceOnce clusterFits[3]; // per cluster size 2, 4, 8
+  if (CLU)
+    if (int e = cluster_fits(clusterFits, kern, gp.cl, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
   // Where the next grid may be scheduled (DSV4GO_GEMV3_LD overrides): FP4 launches without
@@ -743,12 +735,9 @@ int launch_predec_cfg(const void *w, const void *sc, int ntiles, int K, float al
   auto kern = qgemv_predec_kernel<FMT, MT, NU, PS, PR, RW, XM, CLU>;
   static DeviceOnce smemOptIn;
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
-  static DeviceOnce clusterFits[4]; // per cluster size 2, 4, 8
-  if (CLU) {
-    int i = 0;
-    while ((2 << i) < cl && i < 3) i++;
-    if (int e = cluster_fits(clusterFits[i], kern, cl, cap)) return e;
-  }
+  static DeviceOnce clusterFits[3]; // per cluster size 2, 4, 8
+  if (CLU)
+    if (int e = cluster_fits(clusterFits, kern, cl, cap)) return e;
   static const int ldp = env_int("DSV4GO_GEMV3_PDLD", 0);
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   (void)cudaGetLastError();

@@ -206,6 +206,31 @@ inline void pdl_attr(cudaLaunchAttribute &a) {
   a.val.programmaticStreamSerializationAllowed = 1;
 }
 
+// max_clusters returns how many clusters of cl blocks (2, 4 or 8) of the kernel (cfg: its block
+// and shared memory) can be resident at once on the current device, cached per device ordinal
+// and cluster size (cache: one per kernel, zero-initialized); 0 if unknown.
+template <typename Kern>
+int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, std::atomic<int> (&cache)[64][3]) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  const int i = cl == 2 ? 0 : cl == 4 ? 1 : cl == 8 ? 2 : -1;
+  if (i < 0) return 0;
+  int v = cache[dev][i].load(std::memory_order_relaxed);
+  if (v == 0) {
+    cudaLaunchAttribute at[1];
+    cluster_attr(at[0], cl);
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(cl);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
+    (void)cudaGetLastError();
+    v = n + 1; // racing callers store the same value
+    cache[dev][i].store(v, std::memory_order_relaxed);
+  }
+  return v - 1;
+}
+
 // env_int reads an integer environment switch (benchmark knobs), def when unset or empty.
 inline int env_int(const char *name, int def) {
   const char *v = getenv(name);

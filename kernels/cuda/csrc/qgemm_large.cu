@@ -792,31 +792,6 @@ __global__ void __launch_bounds__(256) splitk_reduce_kernel(const float4 *__rest
   }
 }
 
-// max_clusters returns how many clusters of cl blocks (2, 4 or 8) of the kernel (cfg: its block
-// and shared memory) can be resident at once on the current device, cached per device ordinal
-// and cluster size (cache: one per kernel, zero-initialized); 0 if unknown.
-template <typename Kern>
-int max_clusters(Kern kern, cudaLaunchConfig_t cfg, int cl, std::atomic<int> (&cache)[64][3]) {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  const int i = cl == 2 ? 0 : cl == 4 ? 1 : cl == 8 ? 2 : -1;
-  if (i < 0) return 0;
-  int v = cache[dev][i].load(std::memory_order_relaxed);
-  if (v == 0) {
-    cudaLaunchAttribute at[1];
-    cluster_attr(at[0], cl);
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(cl);
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
-    (void)cudaGetLastError();
-    v = n + 1; // racing callers store the same value
-    cache[dev][i].store(v, std::memory_order_relaxed);
-  }
-  return v - 1;
-}
-
 // xperm_pool returns the current device's stream-ordered memory pool for xperm_kernel's output
 // (created once per device; it keeps what it holds between calls, so a call allocates nothing
 // from the driver once the largest x has been seen), or null.

@@ -424,21 +424,15 @@ struct Launch {
   Launch &operator=(const Launch &) = delete;
 };
 
-// cluster_fits reports (0; once per device and cluster size 2, 4 or 8: cached in once) whether
-// the current device can make at least one cluster of cl blocks of kern resident, each with smem
-// bytes of dynamic shared memory (call it with the most the kernel may ask for), or
-// DSV4C_ERR_SHAPE, so that the caller declines instead of failing the launch on a device where
-// such clusters do not fit. On the H200 the checked cluster launches ran (TestGEMVPath, run V:
-// clusters of 2 and 4, checked at 112 KB per block).
-template <typename Kern> int cluster_fits(DeviceOnce (&once)[3], Kern kern, int cl, int smem) {
-  const int i = cl <= 2 ? 0 : cl <= 4 ? 1 : 2;
-  return once[i].run([&] {
-    Launch lc(cl, smem, nullptr, false, cl);
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kern, &lc.cfg) != cudaSuccess) n = 0;
-    (void)cudaGetLastError();
-    return n >= 1 ? 0 : DSV4C_ERR_SHAPE;
-  });
+// cluster_fits returns 0 if the current device can make at least one cluster of cl blocks of
+// kern resident, each with smem bytes of dynamic shared memory (call it with the most the kernel
+// may ask for), else DSV4C_ERR_SHAPE, so that the caller declines instead of failing the launch
+// on a device where such clusters do not fit (max_clusters, cached in cache). On the H200 the
+// checked cluster launches ran (TestGEMVPath, run V: clusters of 2 and 4, checked at 112 KB per
+// block).
+template <typename Kern> int cluster_fits(std::atomic<int> (&cache)[64][3], Kern kern, int cl, int smem) {
+  Launch lc(cl, smem, nullptr, false, 1);
+  return max_clusters(kern, lc.cfg, cl, cache) >= 1 ? 0 : DSV4C_ERR_SHAPE;
 }
 
 template <int FMT, int MT, int DEPTH, int UP, bool CLU>
@@ -451,7 +445,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU>;
   static DeviceOnce smemOptIn; // per instantiation and device
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
-  static DeviceOnce clusterFits[3]; // per cluster size 2, 4, 8
+  static std::atomic<int> clusterFits[64][3]; // per device and cluster size 2, 4, 8
   if (CLU)
     if (int e = cluster_fits(clusterFits, kern, gp.cl, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
@@ -735,7 +729,7 @@ int launch_predec_cfg(const void *w, const void *sc, int ntiles, int K, float al
   auto kern = qgemv_predec_kernel<FMT, MT, NU, PS, PR, RW, XM, CLU>;
   static DeviceOnce smemOptIn;
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
-  static DeviceOnce clusterFits[3]; // per cluster size 2, 4, 8
+  static std::atomic<int> clusterFits[64][3]; // per device and cluster size 2, 4, 8
   if (CLU)
     if (int e = cluster_fits(clusterFits, kern, cl, cap)) return e;
   static const int ldp = env_int("DSV4GO_GEMV3_PDLD", 0);

@@ -69,7 +69,8 @@ cuda-bins: cuda-lib
 	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o out/cuda/ceiling tools/cuda_ceiling.cu
 	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o out/cuda/decode_probe tools/cuda_decode_probe.cu
 	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o out/cuda/stream_trace tools/cuda_stream_trace.cu
-	strip out/cuda/kernels-cuda.test out/cuda/cudabench out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace
+	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -Itools -o out/cuda/large_parts tools/cuda_large_parts.cu
+	strip out/cuda/kernels-cuda.test out/cuda/cudabench out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace out/cuda/large_parts
 
 cuda-clean:
 	rm -rf $(CUDA_DIR)/lib out/cuda

@@ -3,7 +3,9 @@
 # conformance (default dispatch: predecode / streaming decode GEMV, wgmma for large M; then,
 # in one log, the decode tests with grouped launches all streaming, the earlier decode kernels,
 # the predecode kernel off / with x per unit / with x first / with one row tile per block, the
-# large-M split-K reduced by clusters or atomics), the read-only ceiling
+# large-M split-K reduced by clusters or atomics, x by tensor-map copies wherever the
+# 64 x 128 / 128 x 64 tiles run, those tiles on every case), the large-M call split into its
+# x pre-pass and GEMM (tools/cuda_large_parts.cu), the read-only ceiling
 # (tools/cuda_ceiling.cu), the decode arithmetic alone (tools/cuda_decode_probe.cu), the decode
 # GEMVs' launch timeline (tools/cuda_stream_trace.cu, also with the predecode kernel off), the
 # full cudabench table, the M <= 16 rows again with the predecode kernel off
@@ -27,7 +29,7 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0"; do
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XS=1" "DSV4GO_QGEMM_ALT=1"; do
   case $v in
   *QGEMM_*) re='QGEMMLargeM|GraphLargeM' ;;
   *GROUPED*) re='QGEMMGrouped|GraphDecodeStep' ;;
@@ -40,6 +42,8 @@ for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4
 done
 rm -f "$O/conf_v.txt"
 
+echo "== large-M parts (tools/cuda_large_parts.cu): x pre-pass, GEMM, whole call"
+timeout 60 "$B/large_parts" >"$O/large_parts.txt" 2>&1; echo "rc=$?"
 echo "== read-only ceiling; decode arithmetic alone (tools/cuda_decode_probe.cu)"
 timeout 60 "$B/ceiling" >"$O/ceiling.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/decode_probe" >"$O/decode_probe.txt" 2>&1; echo "rc=$?"
@@ -61,7 +65,7 @@ PYTHONUNBUFFERED=1 timeout 120 python3 tools/cuda_bench.py --m 1,4,16,256,2048 >
 
 echo "== summary"
 grep -E '^device|^device-to-device' "$O/bench.txt"
-grep -E '^\| .* \| (1|4|16|2048) \|' "$O/bench.txt"
+grep -E '^\| .* \| (1|4|16|256|2048) \|' "$O/bench.txt"
 echo "-- predecode kernel off"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_pd0.txt"
 echo "-- earlier dispatch (DSV4GO_GEMV3=0)"
@@ -74,6 +78,8 @@ echo "-- launch timeline, predecode kernel off"
 cat "$O/stream_trace0.txt"
 echo "-- decode arithmetic alone"
 cat "$O/decode_probe.txt"
+echo "-- large-M parts"
+cat "$O/large_parts.txt"
 echo "-- ceiling"
 grep -E 'copy|empty|\| (1.18|4.72|18.90) \| [12] \|' "$O/ceiling.txt"
 echo "-- torch"

@@ -760,7 +760,8 @@ func TestGraphStreamChain(t *testing.T) {
 // (several row blocks, >= 8 chunks per block) into a CUDA graph and checks that replays
 // reproduce the eager result bit for bit (no split-K: no atomics). Under capture the pre-pass's
 // buffer is a graph allocation node; with DSV4GO_QGEMM_XPERM_GRAPH=0 the captured kernel
-// stages x itself, which must give the same bits as well.
+// stages x itself, which must give the same bits as well. The 128 x 64 tiles' x tensor map is
+// a kernel parameter, captured by value.
 func TestGraphLargeM(t *testing.T) {
 	d := device(t)
 	r := rng(t)
@@ -770,7 +771,9 @@ func TestGraphLargeM(t *testing.T) {
 	for _, c := range []struct {
 		q qcase
 		m int
-	}{{qcase{NVFP4, 1100, 2048}, 1000}, {qcase{FP8Block, 4352, 256}, 4000}} {
+	}{{qcase{NVFP4, 1100, 2048}, 1000}, {qcase{FP8Block, 4352, 256}, 4000},
+		// 128 x 64 tiles: x by tensor-map copies (the map is a kernel parameter, captured by value)
+		{qcase{MXFP4, 4096, 2048}, 256}} {
 		p, _ := packRandom(t, r, c.q)
 		w, err := d.UploadWeight(p)
 		must(t, err)
@@ -833,7 +836,9 @@ func runQGEMMTable(t *testing.T, cases []qgemmCases, rows func(m int) func(int) 
 // split-K (small grids: partial tiles summed in split order by a second kernel; with
 // DSV4GO_QGEMM_SPLITRED=0 a cluster reduction for 2-8 splits, atomics otherwise) and accumulate,
 // and grids with more work units than SMs (persistent blocks), with x staged by the kernel or
-// rearranged by the pre-pass (xperm_kernel; DSV4GO_QGEMM_XPERM=1 forces it on every case).
+// rearranged by the pre-pass (xperm_kernel; DSV4GO_QGEMM_XPERM=1 forces it on every case), or,
+// on the 128 x 64 and 64 x 128 tiles, loaded in natural order by tensor-map copies and permuted
+// in shared memory (DSV4GO_QGEMM_XS=1 also where the pre-pass would run, 0 never).
 // splits = -2 forces the wgmma kernel at M <= 64 too. Every token tile and the last tokens are
 // checked, other tokens every fifth one, to keep the float64 reference affordable.
 func TestQGEMMLargeM(t *testing.T) {

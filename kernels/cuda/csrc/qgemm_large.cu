@@ -21,7 +21,10 @@
 // like the weights', so the pipeline needs no registers for staging. Where x is reused by
 // enough row blocks (launch_wgmma), a pre-pass (xperm_kernel) first writes x once in that
 // permuted, swizzled tile image into a pool buffer, and the producer then moves a chunk's x
-// with one 32 KB bulk copy: the 4-byte copies were its largest cost.
+// with one 32 KB bulk copy: the 4-byte copies were its largest cost. On the smaller tiles
+// without the pre-pass, the producer instead loads x in natural order with tensor-map copies
+// (128-byte swizzle) and the consumers permute it in shared memory (xperm_rows) before their
+// wgmma (XM 2).
 //
 // Block: 3 warpgroups, 256 weight rows x 128 tokens. A producer warpgroup (setmaxnreg 40)
 // streams K in 128-input chunks through a 3-4 stage ring (x tiles, packed weights and scales of
@@ -45,6 +48,7 @@
 // wkv at M = 2048), it runs on those (template ROWT 4: both consumer warpgroups on the same
 // 64-row block, alternate chunks, own accumulators added through shared memory), K unsplit.
 // Measured on the H200: BENCHMARKS.md, "Large-M GEMM (wgmma)".
+#include <cuda.h> // CUtensorMap (the x tensor map of XM 2; the driver function comes through cudart)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -189,6 +193,13 @@ __device__ __forceinline__ void bulk_g2s(uint32_t smem, const void *gmem, uint32
                "l"(gmem), "r"(bytes), "r"(bar)
                : "memory");
 }
+// 2-D tensor copy of one box of the tensor map at (c0 innermost, c1) into this block's shared
+// memory (1024-byte aligned for the 128-byte swizzle), completing as tx bytes on bar
+__device__ __forceinline__ void tma_load_2d(uint32_t smem, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem),
+               "l"(map), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
 // cluster-wide barrier of all threads (release / acquire)
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -288,20 +299,57 @@ __device__ __forceinline__ unsigned long long lg_now() {
 // that the others keep their code: their SASS is identical to the kernel before RED existed).
 // A split past the end of
 // K (splits * kper > K / 128) has no chunks and contributes zeros. The 64 x 128 tile (ALT,
-// ROWT 4) runs modes 0 and 1 only, plus bit 8 (its slot-release policy, see below).
+// ROWT 4) runs modes 0 and 1 only.
 // ALT (ROWT 4, TN 128): 64 rows x 128 tokens, K unsplit; consumer warpgroup wg takes the
 // unit's chunks c with c % 2 == wg (its own full barriers, full1 for wg 1; 4 arrivals on a
 // slot's empty barrier), and the two partial sums are added in the epilogue.
-// XP: x comes as xp, already in the shared-memory tile layout (xperm_kernel): the producer copies
-// a chunk's two x tiles with one 32 KB bulk copy instead of 4-byte cp.async.
+// XM, how x reaches the ring: 0 = 4-byte cp.async of each input pair to its permuted place;
+// 1 = x comes as xp, already in the shared-memory tile layout (xperm_kernel), one 32 KB bulk
+// copy per chunk; 2 = two tensor-map copies per chunk (xmap: natural order, 128-byte swizzle,
+// tokens past M zero) completing on the full barrier, then the chunk's consumers permute it in
+// place (xperm_rows; ALT: the consumer whose chunk it is, else each warpgroup one x tile) and
+// meet at a named barrier before their wgmma.
 constexpr int WS_THREADS = 384;
 
-template <int FMT, bool XP, int ROWT_ = 16, int TN_ = 128, bool RED = false>
+// xperm_rows permutes rows [r0, r0 + nr) (r0, nr multiples of 64; row r = x tile r / TN, token
+// r % TN) of a ring stage's two x tiles in place from natural input order into the wgmma
+// order, with the 128 threads of one warpgroup (w4 = warp 0..3 of it). In a 64-input tile,
+// token input pair 8t + 2j + hi (natural 16-byte chunk 2t + j / 2, word 2 (j % 2) + hi) goes
+// to chunk 2j + hi, word t; the physical chunk is the logical one ^ (token % 8) before and
+// after (128-byte swizzle). So destination chunks 0..3 are the 4 x 4 transpose of the even
+// natural chunks and 4..7 that of the odd ones: lane pair (2i, 2i + 1) takes one row, the even
+// lane its even chunks and the odd lane its odd ones (16 registers), both load before either
+// stores. The row order (4 rows of equal token parity per quarter-warp) and the odd lane's
+// store order (1, 0, 3, 2) keep every quarter-warp on 8 distinct 16-byte bank groups.
+template <int TN, int XT>
+__device__ __forceinline__ void xperm_rows(uint8_t *stage, int r0, int nr, int w4, int lane) {
+  const int half = lane & 1, idx = lane >> 1;
+  const int roff = ((idx & 3) << 1) | ((idx >> 2) & 1) | ((idx >> 3) << 3), s = roff & 7;
+  for (int rb = r0; rb < r0 + nr; rb += 64) {
+    uint8_t *rw = stage + (rb / TN) * XT + (rb % TN + w4 * 16 + roff) * 128;
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) v[k] = *reinterpret_cast<const uint4 *>(rw + (((2 * k + half) ^ s) << 4));
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      uint4 o;
+      o.x = half ? comp(v[0], k ^ 1) : comp(v[0], k);
+      o.y = half ? comp(v[1], k ^ 1) : comp(v[1], k);
+      o.z = half ? comp(v[2], k ^ 1) : comp(v[2], k);
+      o.w = half ? comp(v[3], k ^ 1) : comp(v[3], k);
+      *reinterpret_cast<uint4 *>(rw + (((4 * half + (k ^ half)) ^ s) << 4)) = o;
+    }
+  }
+}
+
+template <int FMT, int XM, int ROWT_ = 16, int TN_ = 128, bool RED = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     qgemm_ws_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                     int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
                     float *__restrict__ y, int ldy, int M, int N, int rbn, int splits, int units,
-                    int kper, int mode, const uint4 *__restrict__ xp) {
+                    int kper, int mode, const uint4 *__restrict__ xp,
+                    const __grid_constant__ CUtensorMap xmap) {
   using L = LgSmem<FMT, ROWT_, TN_>;
   constexpr int WQ = L::WQ, ROWT = L::ROWT, WS = L::WS, TN = L::TN;
   // ALT: 64 x 128 tile (ROWT 4): both consumer warpgroups work on the same 64-row block, each
@@ -312,7 +360,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   constexpr int TPW = TN / 4;   // tokens of a tile staged per producer warp
   constexpr bool BIG = ROWT == 16 && TN == 128; // only this tile splits K (modes 2-5)
   static_assert(BIG || !RED, "the split-K scratch layout is made for 256 x 128 tiles");
-  static_assert(TN == 128 || !XP, "the x tile image (xperm_kernel) is made for 128-token tiles");
+  static_assert(TN == 128 || XM != 1, "the x tile image (xperm_kernel) is made for 128-token tiles");
+  static_assert(XM >= 0 && XM <= 2, "x staging: 0, 1 or 2");
   static_assert(ALT || ROWT % 8 == 0, "row tiles: 4 (ALT), 8 or 16");
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -400,7 +449,17 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           pre--; // loaded before the wait
         else
           load_w(st, brt0, c0 + c);
-        if (XP) {
+        if (XM == 2) {
+          // the chunk's two x tiles in natural order, 128-byte swizzled (chunk q of token m's
+          // row at q ^ (m % 8)), by the tensor-memory accelerator (tokens past M read as zeros);
+          // the consumers permute them into the wgmma order (xperm_rows)
+          if (tid == 0) {
+            const uint32_t fb = bars + 8 * (FB1 ? 2 * WS + slot : slot);
+            mbar_expect_tx(fb, 2 * L::XT);
+#pragma unroll
+            for (int h = 0; h < 2; h++) tma_load_2d(st + h * L::XT, &xmap, (c0 + c) * 128 + h * 64, tok0, fb);
+          }
+        } else if (XM == 1) {
           // the chunk's two x tiles are 32 contiguous KB of xp; thread 0 adds their bytes to
           // the slot's full barrier before its own arrival below
           if (tid == 0) {
@@ -474,7 +533,19 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           mbar_wait(bars + 8 * slot, ph);
         }
         LGT_ONCE(8);
-        fence_async_smem(); // the producer's generic-proxy writes -> the tensor cores
+        if (XM == 2) {
+          // x landed in natural order: permute it into the wgmma order (ALT: this warpgroup's
+          // own chunk, all its rows; else each warpgroup the rows of one x tile (TN 64: half
+          // of them), then both meet)
+          if (ALT) {
+            xperm_rows<TN, L::XT>(smem + slot * L::STAGE, 0, 2 * TN, cw & 3, lane);
+            named_sync(2 + wg, 128);
+          } else {
+            xperm_rows<TN, L::XT>(smem + slot * L::STAGE, wg * TN, TN, cw & 3, lane);
+            named_sync(2, 256);
+          }
+        }
+        fence_async_smem(); // generic-proxy writes (the producer's, the permute's) -> the tensor cores
         const uint8_t *st = smem + slot * L::STAGE + 2 * L::XT;
         const uint32_t xb0 = s0 + slot * L::STAGE;
         uint32_t fsw[NMB] = {};
@@ -493,8 +564,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             // per chunk, the 2 * NMB - 1 issued since stay queued
             wg_wait<2 * NMB - 1>();
             // so is every group of the previous chunk: its slot can be refilled
-            // (ALT: this consumer's previous chunk, c - 2; with mode bit 8, below instead)
-            if ((ALT ? c > 1 && !(mode & 8) : c > 0) && mb == NMB - 1 && h == 1 && lane == 0)
+            // (ALT: this consumer's previous chunk, c - 2)
+            if ((ALT ? c > 1 : c > 0) && mb == NMB - 1 && h == 1 && lane == 0)
               mbar_arrive(bars + 8 * (WS + pslot));
             const int rl = ALT ? (cw & 3) : mb * 8 + cw;
             uint4 wv[WQ];
@@ -516,13 +587,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_commit();
           }
         }
-        if (ALT && (mode & 8)) {
-          // ALT, mode bit 8 (DSV4GO_QGEMM_ALTREL=1): the slot is released as soon as this
-          // chunk's groups complete (the consumer holds one slot, not two, so the producer runs
-          // further ahead; but this consumer's decode of its next chunk no longer overlaps them)
-          wg_wait<0>();
-          if (lane == 0) mbar_arrive(bars + 8 * (WS + slot));
-        }
         pslot = slot;
         if (++slot == WS) {
           slot = 0;
@@ -531,7 +595,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
       wg_wait<0>();
       LGT(9);
-      if ((ALT ? nch > wg && !(mode & 8) : nch > 0) && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
+      if ((ALT ? nch > wg : nch > 0) && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
       if (ALT) {
         // Both consumers hold a partial sum of the same 64 x 128 tile. Consumer wg stores
         // tokens [64 wg, 64 wg + 64) of it (b in [8 wg, 8 wg + 8)) as acc0 + acc1 (the same sum
@@ -573,8 +637,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         // (consumer 1 writes RX again only after this unit's reads: the next unit's first
         // barrier orders consumer 0's reads before it)
         const int rowa = (brt0 + (cw & 3)) * 16 + g, toka = tok0 + 64 * wg + 2 * t;
-        const int amode = mode & 7;
-        if (amode == 0 && (brt0 + ROWT) * 16 <= N && tok0 + TN <= M) {
+        if (mode == 0 && (brt0 + ROWT) * 16 <= N && tok0 + TN <= M) {
           float *yb = y + (size_t)toka * ldy + rowa;
 #pragma unroll
           for (int b = 0; b < 8; b++) {
@@ -591,7 +654,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             const int row = rowa + 8 * (e >> 1), tok = toka + 8 * b + (e & 1);
             if (row < N && tok < M) {
               float *dst = y + (size_t)tok * ldy + row;
-              *dst = amode == 1 ? *dst + v[4 * b + e] : v[4 * b + e];
+              *dst = mode == 1 ? *dst + v[4 * b + e] : v[4 * b + e];
             }
           }
         }
@@ -818,7 +881,7 @@ static cudaMemPool_t xperm_pool() {
   return pools[dev];
 }
 
-// launch_ws launches qgemm_ws_kernel<FMT, XP, ROWT, TN> on the work decomposition chosen by
+// launch_ws launches qgemm_ws_kernel<FMT, XM, ROWT, TN> on the work decomposition chosen by
 // launch_wgmma: shared-memory opt-in, the split-K reduction (256 x 128 tiles only), programmatic
 // dependent launch. Split-K (splits > 1) stores each unit's partial tile into a stream-ordered
 // scratch buffer that splitk_reduce_kernel then sums into y in split order; without that
@@ -843,16 +906,50 @@ static cudaMemPool_t xperm_pool() {
 // GEMM's last block and the next one's first (the reduction kernel and, in a graph, the scratch
 // buffer's allocation and free nodes: a buffer kept across calls, not safe for concurrent
 // streams and not kept, gave 25.00 instead of 25.74 us).
-template <int FMT, bool XP, int ROWT = 16, int TN = 128>
+// x_tensor_map encodes the tensor map of x [M][K] (bf16, row stride ldx elements) for
+// 64-input x box-token boxes with the 128-byte swizzle: the wgmma kernel's x tiles in natural
+// input order (XM 2). cuTensorMapEncodeTiled is a driver function (host only, no GPU work),
+// reached through the runtime's driver entry point so that nothing links libcuda. Returns
+// DSV4C_ERR_SHAPE where it is unavailable or refuses the shape (the caller falls back).
+inline int x_tensor_map(CUtensorMap *m, const void *x, int M, int K, int ldx, int box) {
+  using Encode = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess)
+      fn = nullptr;
+#else
+    if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q) != cudaSuccess) fn = nullptr;
+#endif
+    (void)cudaGetLastError();
+    return q == cudaDriverEntryPointSuccess ? (Encode)fn : (Encode) nullptr;
+  }();
+  if (!encode) return DSV4C_ERR_SHAPE;
+  const cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)M};
+  const cuuint64_t stride[1] = {(cuuint64_t)ldx * 2};
+  const cuuint32_t boxd[2] = {64, (cuuint32_t)box}, es[2] = {1, 1};
+  const CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(x), dim, stride, boxd, es,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? 0 : DSV4C_ERR_SHAPE;
+}
+
+template <int FMT, int XM, int ROWT = 16, int TN = 128>
 int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alpha, const void *x,
               int ldx, float *y, int ldy, int M, int accumulate, int rb, int splits, int per,
               long long units, const void *xp, cudaStream_t st) {
   using L = LgSmem<FMT, ROWT, TN>;
   constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
   constexpr bool BIG = ROWT == 16 && TN == 128;
-  auto kern = qgemm_ws_kernel<FMT, XP, ROWT, TN>;
-  auto kred = qgemm_ws_kernel<FMT, XP, ROWT, TN, BIG>; // mode 5 (same kernel when !BIG: unused)
+  auto kern = qgemm_ws_kernel<FMT, XM, ROWT, TN>;
+  auto kred = qgemm_ws_kernel<FMT, XM, ROWT, TN, BIG>; // mode 5 (same kernel when !BIG: unused)
   if (!BIG && splits != 1) return DSV4C_ERR_SHAPE; // no split-K reduction
+  CUtensorMap xmap = {}; // XM 2: x [M][K] bf16, 64 x TN boxes, 128-byte swizzle
+  if (XM == 2)
+    if (int e = x_tensor_map(&xmap, x, M, K, ldx, TN)) return e;
   // DSV4GO_QGEMM_SPLITRED: -1 (default) and 1 reduce split-K through the scratch buffer, 0
   // through clusters or atomics (the previous kernel's way)
   static const int redmode = env_int("DSV4GO_QGEMM_SPLITRED", -1);
@@ -867,13 +964,10 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
   cfg.dynamicSmemBytes = SMEM;
   cfg.stream = st;
   int mode = accumulate ? 1 : 0;
-  // 64 x 128 tiles (ROWT 4): DSV4GO_QGEMM_ALTREL=1 releases each ring slot right after its
-  // chunk's wgmma groups complete (mode bit 8), 0 (default) during the consumer's next chunk.
-  // ALTREL=1: conformance passed (2026-11-30 08:03 call, QGEMMLargeM|GraphLargeM with
-  // DSV4GO_QGEMM_ALT=1 DSV4GO_QGEMM_ALTXP=0) but no faster (same call, wkv M = 2048 without the
-  // pre-pass: NVFP4 45.21 / 45.44 against 45.35 / 45.58 us), so it stays off.
-  static const int altrel = env_int("DSV4GO_QGEMM_ALTREL", 0);
-  if (ROWT == 4 && altrel == 1) mode |= 8;
+  // (64 x 128 tiles: releasing a ring slot right after its chunk's wgmma groups complete,
+  // instead of during the consumer's next chunk, passed conformance but was no faster: H200,
+  // 2026-11-30 08:03, wkv M = 2048 without the pre-pass, NVFP4 45.21 / 45.44 against 45.35 /
+  // 45.58 us. Removed.)
   cudaLaunchAttribute at[2];
   float *part = nullptr; // this call's split-K scratch (mode 5)
   if (BIG && splits > 1 && redmode != 0) {
@@ -923,7 +1017,7 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
   cudaError_t e = cudaLaunchKernelEx(&cfg, mode == 5 ? kred : kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                      alpha, (const __nv_bfloat16 *)x, ldx, mode == 5 ? part : y, ldy, M, N, rb,
-                                     splits, (int)units, per, mode, (const uint4 *)xp);
+                                     splits, (int)units, per, mode, (const uint4 *)xp, xmap);
   if (e == cudaSuccess && mode == 5) {
     static DeviceOnce carve; // keep the GEMM's shared-memory carve-out between the two launches
     (void)carve.run([] {
@@ -958,6 +1052,18 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // DSV4GO_QGEMM_TILE: -1 (default) chooses the 128 x 64 tile by the rule below, 0 never, 1
   // whenever the caller leaves the split to this function (benchmarks, tests)
   static const int tilemode = env_int("DSV4GO_QGEMM_TILE", -1);
+  // DSV4GO_QGEMM_XS: x tiles by tensor-map copies in natural order, permuted in shared memory
+  // by the consumers (XM 2), for the 128 x 64 and 64 x 128 tiles: -1 (default) where they
+  // would stage x with 4-byte copies (the 128 x 64 tiles always; the 64 x 128 ones without
+  // the pre-pass), 1 also where the pre-pass would run (benchmarks, tests), 0 never (the
+  // 4-byte copies, as before). H200, 2026-11-30 09:28 call, cudabench, XS=0 -> default ->
+  // XS=1, us: w2 M = 256 (128 x 64 tiles) NVFP4 15.63 -> 14.69, MXFP4 15.75 -> 14.38,
+  // FP8-block 17.59 -> 16.78; wkv M = 2048 (64 x 128 tiles) with the pre-pass 25.44, with XM 2
+  // instead 27.28 (the permute adds ~0.3 us to each chunk's chain; without either, 45 us).
+  // Not for the 256 x 128 tiles (not instantiated): with the consumers' permute wq_b M = 2048
+  // took 281 against 234 us with the pre-pass, wo_b 229 against 208 (same call); with the
+  // producer permuting (09:21 call) 283 / 236, and wkv 32.7.
+  static const int xsmode = env_int("DSV4GO_QGEMM_XS", -1);
   const int ntiles = npad / 16;
   const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
   const int kch = K / 128, sms = device_sms();
@@ -988,7 +1094,13 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     const long long small = (long long)rb8 * tb64;
     if (small <= 0x7fffffff &&
         (tilemode > 0 || (splits > 1 && per <= 4 && 8 * small >= 7LL * sms && small <= sms)))
-      return launch_ws<FMT, false, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
+    {
+      if (xsmode != 0) {
+        const int r = launch_ws<FMT, 2, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
+        if (r != DSV4C_ERR_SHAPE) return r;
+      }
+      return launch_ws<FMT, 0, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
+    }
   }
   // While the stream is being captured into a CUDA graph the pass's buffer is a graph
   // allocation node (cudaMallocAsync from the device's default pool; the private pool is not
@@ -1058,12 +1170,17 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     if (alt <= 0x7fffffff && (altmode > 0 || (splits > 1 && kch <= 32 && 8 * alt >= 7LL * sms && alt <= sms))) {
       const long long pb = (alt + sms - 1) / sms * kch; // chunks per block
       int r = 0;
+      auto xs = [&] {
+        return launch_ws<FMT, 2, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
+      };
+      if (xsmode > 0 && (r = xs()) != DSV4C_ERR_SHAPE) return r;
       if ((altxp > 0 || (altxp < 0 && rb4 >= 4 && pb >= 8)) &&
           with_xp([&](const void *xp) {
-            return launch_ws<FMT, true, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, xp, st);
+            return launch_ws<FMT, 1, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, xp, st);
           }, &r))
         return r;
-      return launch_ws<FMT, false, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
+      if (xsmode < 0 && (r = xs()) != DSV4C_ERR_SHAPE) return r;
+      return launch_ws<FMT, 0, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
     }
   }
   const long long units = (long long)rb * tb * splits;
@@ -1075,11 +1192,11 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   if (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8)) {
     int r = 0;
     if (with_xp([&](const void *xp) {
-          return launch_ws<FMT, true>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);
+          return launch_ws<FMT, 1>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);
         }, &r))
       return r;
   }
-  return launch_ws<FMT, false>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, nullptr, st);
+  return launch_ws<FMT, 0>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, nullptr, st);
 }
 
 } // namespace

@@ -1,0 +1,115 @@
+// tools/cuda_large_parts.cu: where a large-M call's time goes, part by part. For each (format,
+// shape, M) it times, as CUDA-graph replay of R chained calls over rotating weight copies
+// (median of 5 replays, divided by R, like cudabench):
+//   call     dsv4c_qgemm_large as the library runs it (x pre-pass, GEMM, split-K reduction);
+//   xperm    the x pre-pass alone (xperm_kernel, an ordinary launch as in the library);
+//   gemm(xp) the 64 x 128 / 256 x 128 GEMM alone on an x already in the tile image (what the
+//            call would cost if the pre-pass were free);
+// Build (make cuda-bins): nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
+//   -Ikernels/cuda/csrc -Itools -o out/cuda/large_parts tools/cuda_large_parts.cu
+// Usage on the GPU machine: large_parts (no arguments).
+#include "qgemm_large.cu"
+
+#include <algorithm>
+#include <stdio.h>
+#include <vector>
+
+#include "cuda_check.h" // tools/cuda_check.h
+
+static float med_replay(cudaGraphExec_t ge, cudaStream_t st) {
+  std::vector<float> v;
+  for (int i = 0; i < 5; i++) v.push_back(replay_ms(ge, st));
+  std::sort(v.begin(), v.end());
+  return v[2];
+}
+
+static void parts(const char *name, int fmt, int N, int K, int M) {
+  const int npad = (N + 63) / 64 * 64;
+  const size_t wbytes = fmt == DSV4C_FMT_FP8B ? (size_t)npad * K : (size_t)npad * K / 2;
+  const size_t sbytes = fmt == DSV4C_FMT_NVFP4 ? (size_t)npad * K / 16
+                        : fmt == DSV4C_FMT_MXFP4 ? (size_t)npad * K / 32
+                                                 : (size_t)(npad / 128 + 1) * (K / 128);
+  const int copies = std::max(2, (int)((240u << 20) / (wbytes + sbytes)) + 1);
+  const int R = 40;
+  std::vector<uint8_t *> w(copies), s(copies);
+  for (int c = 0; c < copies; c++) {
+    CK(cudaMalloc(&w[c], wbytes));
+    CK(cudaMalloc(&s[c], sbytes + 16));
+    CK(cudaMemset(w[c], 0x35, wbytes));
+    CK(cudaMemset(s[c], 0x30, sbytes + 16));
+  }
+  __nv_bfloat16 *x;
+  float *y;
+  CK(cudaMalloc(&x, (size_t)M * K * 2));
+  CK(cudaMemset(x, 0x3c, (size_t)M * K * 2));
+  CK(cudaMalloc(&y, (size_t)M * N * 4));
+  const int tb = (M + 127) / 128;
+  const long long total = (long long)tb * (K / 64) * 1024;
+  uint4 *xp;
+  CK(cudaMalloc(&xp, (size_t)total * 16));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const int sms = device_sms();
+  auto xperm = [&](bool pdl) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.blockDim = dim3(256);
+    cfg.gridDim = dim3((unsigned)std::min((total + 255) / 256, 4LL * sms));
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    if (pdl) {
+      pdl_attr(at[0]);
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+    }
+    CK(cudaLaunchKernelEx(&cfg, xperm_kernel, (const uint32_t *)x, K / 2, M, K / 64, total, xp));
+  };
+  xperm(false);
+  CK(cudaStreamSynchronize(st));
+  const int ntiles = npad / 16;
+  const int rb4 = (ntiles + 3) / 4;
+  auto call = [&](int k) {
+    int e = dsv4c_qgemm_large(fmt, w[k % copies], s[k % copies], N, npad, K, 1.f, x, K, y, N, M, 0, 0, st);
+    if (e) { fprintf(stderr, "call: %d\n", e); exit(1); }
+  };
+  auto gemm_alt = [&](int k) {
+    int e = 0;
+    if (fmt == DSV4C_FMT_NVFP4)
+      e = launch_ws<DSV4C_FMT_NVFP4, true, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
+    else if (fmt == DSV4C_FMT_MXFP4)
+      e = launch_ws<DSV4C_FMT_MXFP4, true, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
+    else
+      e = launch_ws<DSV4C_FMT_FP8B, true, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
+    if (e) { fprintf(stderr, "gemm: %d\n", e); exit(1); }
+  };
+  struct Row { const char *what; std::function<void(int)> f; };
+  std::vector<Row> rows = {
+      {"call", call},
+      {"xperm", [&](int) { xperm(false); }},
+      {"xperm (PDL)", [&](int) { xperm(true); }},
+      {"gemm 64x128 (xp ready)", gemm_alt},
+      {"xperm + gemm 64x128", [&](int k) { xperm(false); gemm_alt(k); }},
+  };
+  for (auto &r : rows) {
+    cudaGraphExec_t ge = captured_graph(st, r.f, R);
+    const float ms = med_replay(ge, st);
+    printf("%-10s fmt %d N %5d K %5d M %5d  %-24s %8.2f us\n", name, fmt, N, K, M, r.what, ms * 1e3 / R);
+    CK(cudaGraphExecDestroy(ge));
+  }
+  fflush(stdout);
+  for (int c = 0; c < copies; c++) {
+    cudaFree(w[c]);
+    cudaFree(s[c]);
+  }
+  cudaFree(x);
+  cudaFree(y);
+  cudaFree(xp);
+  cudaStreamDestroy(st);
+}
+
+int main() {
+  CK(cudaSetDevice(0));
+  for (int f : {DSV4C_FMT_NVFP4, DSV4C_FMT_MXFP4, DSV4C_FMT_FP8B}) parts("wkv", f, 512, 4096, 2048);
+  parts("w13", DSV4C_FMT_NVFP4, 2048, 4096, 2048);
+  parts("wo_b", DSV4C_FMT_NVFP4, 4096, 8192, 2048);
+  return 0;
+}

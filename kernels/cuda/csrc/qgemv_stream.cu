@@ -113,7 +113,7 @@ struct Groups {
   long long wstride, sstride;
   const float *alphas;
   const int *ids;
-  int G, E, bpg, cl, lgcl; // cl = 1 << lgcl
+  int G, E, bpg, cl, lgcl; // cl = 1 << lgcl (device code shifts by lgcl, the launch needs cl)
 };
 
 template <int FMT, int MT, int DEPTH, int UP, bool CLU>
@@ -338,29 +338,24 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       for (int k = 0; k < 4; k++) red[(((kw - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane] = part[0][n][k];
   }
   __syncthreads();
-  if constexpr (!CLU) {
-    if (kw != 0 || rt0 >= rtEnd) return;
+  // the lead warp (K-slice 0) of each row tile adds the other K-slices in slice order
+  const bool lead = kw == 0 && rt0 < rtEnd;
+  if (lead) {
     for (int s = 1; s < KW; s++) {
 #pragma unroll
       for (int n = 0; n < MT; n++)
 #pragma unroll
         for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
     }
+  }
+  if constexpr (!CLU) {
+    if (!lead) return;
     store_acc<1, MT>(part, rt0, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
   } else {
     // Cluster split-K (one row tile per block, RW == 1): the lead warp of ranks 1 .. cl-1
     // writes its block's sum into rank 0's scratch past red, every thread of the cluster meets
     // at the cluster barrier (release / acquire), and rank 0 adds them in rank order:
     // deterministic, no atomics, y written once.
-    const bool lead = kw == 0 && rt0 < rtEnd;
-    if (lead) {
-      for (int s = 1; s < KW; s++) {
-#pragma unroll
-        for (int n = 0; n < MT; n++)
-#pragma unroll
-          for (int k = 0; k < 4; k++) part[0][n][k] += red[(((s - 1) * RW + rw) * MT * 4 + n * 4 + k) * 32 + lane];
-      }
-    }
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     float *cred = red + 7 * RW * MT * 4 * 32;

@@ -4,7 +4,8 @@
 # in one log, the decode tests with grouped launches all streaming, the earlier decode kernels,
 # the predecode kernel off / with x per unit / with x first / with one row tile per block, the
 # large-M split-K reduced by clusters or atomics, x by tensor-map copies wherever the
-# 64 x 128 / 128 x 64 tiles run, those tiles on every case), the large-M call split into its
+# 64 x 128 / 128 x 64 tiles run (no fallback), and so with either tile forced on every case),
+# the large-M call split into its
 # x pre-pass and GEMM (tools/cuda_large_parts.cu), the read-only ceiling
 # (tools/cuda_ceiling.cu), the decode arithmetic alone (tools/cuda_decode_probe.cu), the decode
 # GEMVs' launch timeline (tools/cuda_stream_trace.cu, also with the predecode kernel off), the
@@ -29,7 +30,7 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XS=1" "DSV4GO_QGEMM_ALT=1"; do
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XS=2" "DSV4GO_QGEMM_XS=2 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XS=2 DSV4GO_QGEMM_TILE=1"; do
   case $v in
   *QGEMM_*) re='QGEMMLargeM|GraphLargeM' ;;
   *GROUPED*) re='QGEMMGrouped|GraphDecodeStep' ;;

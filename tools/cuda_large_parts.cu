@@ -1,10 +1,15 @@
 // tools/cuda_large_parts.cu: where a large-M call's time goes, part by part. For each (format,
 // shape, M) it times, as CUDA-graph replay of R chained calls over rotating weight copies
 // (median of 5 replays, divided by R, like cudabench):
-//   call     dsv4c_qgemm_large as the library runs it (x pre-pass, GEMM, split-K reduction);
-//   xperm    the x pre-pass alone (xperm_kernel, an ordinary launch as in the library);
-//   gemm(xp) the 64 x 128 / 256 x 128 GEMM alone on an x already in the tile image (what the
-//            call would cost if the pre-pass were free);
+//   call                  dsv4c_qgemm_large as the library runs it (whatever tiles and x
+//                         staging it picks: pre-pass, GEMM, split-K reduction);
+//   xperm / xperm (PDL)   the x pre-pass alone (xperm_kernel; an ordinary launch as in the
+//                         library, or with the programmatic-dependent-launch attribute);
+//   gemm 64x128 (xp ready) the 64 x 128-tile GEMM alone on an x already in the tile image
+//                         (the library's kernel for wkv at M = 2048: what that call would cost
+//                         if the pre-pass were free; for the other shapes the library runs
+//                         256 x 128 tiles, so there the row is only a comparison);
+//   xperm + gemm 64x128   both, without the library's pool allocation and free nodes;
 // Build (make cuda-bins): nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
 //   -Ikernels/cuda/csrc -Itools -o out/cuda/large_parts tools/cuda_large_parts.cu
 // Usage on the GPU machine: large_parts (no arguments).
@@ -74,11 +79,11 @@ static void parts(const char *name, int fmt, int N, int K, int M) {
   auto gemm_alt = [&](int k) {
     int e = 0;
     if (fmt == DSV4C_FMT_NVFP4)
-      e = launch_ws<DSV4C_FMT_NVFP4, true, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
+      e = launch_ws<DSV4C_FMT_NVFP4, 1, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
     else if (fmt == DSV4C_FMT_MXFP4)
-      e = launch_ws<DSV4C_FMT_MXFP4, true, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
+      e = launch_ws<DSV4C_FMT_MXFP4, 1, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
     else
-      e = launch_ws<DSV4C_FMT_FP8B, true, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
+      e = launch_ws<DSV4C_FMT_FP8B, 1, 4, 128>(w[k % copies], s[k % copies], ntiles, N, K, 1.f, x, K, y, N, M, 0, rb4, 1, K / 128, (long long)rb4 * tb, xp, st);
     if (e) { fprintf(stderr, "gemm: %d\n", e); exit(1); }
   };
   struct Row { const char *what; std::function<void(int)> f; };

@@ -760,8 +760,7 @@ func TestGraphStreamChain(t *testing.T) {
 // (several row blocks, >= 8 chunks per block) into a CUDA graph and checks that replays
 // reproduce the eager result bit for bit (no split-K: no atomics). Under capture the pre-pass's
 // buffer is a graph allocation node; with DSV4GO_QGEMM_XPERM_GRAPH=0 the captured kernel
-// stages x itself, which must give the same bits as well. The 128 x 64 tiles' x tensor map is
-// a kernel parameter, captured by value.
+// stages x itself, which must give the same bits as well.
 func TestGraphLargeM(t *testing.T) {
 	d := device(t)
 	r := rng(t)
@@ -772,7 +771,8 @@ func TestGraphLargeM(t *testing.T) {
 		q qcase
 		m int
 	}{{qcase{NVFP4, 1100, 2048}, 1000}, {qcase{FP8Block, 4352, 256}, 4000},
-		// 128 x 64 tiles: x by tensor-map copies (the map is a kernel parameter, captured by value)
+		// 128 x 64 tiles (with DSV4GO_QGEMM_XS=1 or 2: x by tensor-map copies; the map is a
+		// kernel parameter, captured by value)
 		{qcase{MXFP4, 4096, 2048}, 256}} {
 		p, _ := packRandom(t, r, c.q)
 		w, err := d.UploadWeight(p)
@@ -838,7 +838,8 @@ func runQGEMMTable(t *testing.T, cases []qgemmCases, rows func(m int) func(int) 
 // and grids with more work units than SMs (persistent blocks), with x staged by the kernel or
 // rearranged by the pre-pass (xperm_kernel; DSV4GO_QGEMM_XPERM=1 forces it on every case), or,
 // on the 128 x 64 and 64 x 128 tiles, loaded in natural order by tensor-map copies and permuted
-// in shared memory (DSV4GO_QGEMM_XS=1 also where the pre-pass would run, 0 never).
+// in shared memory (by default only on 64 x 128 tiles without the pre-pass; DSV4GO_QGEMM_XS=2
+// wherever those tiles run, without fallback).
 // splits = -2 forces the wgmma kernel at M <= 64 too. Every token tile and the last tokens are
 // checked, other tokens every fifth one, to keep the float64 reference affordable.
 func TestQGEMMLargeM(t *testing.T) {
@@ -888,6 +889,10 @@ func TestQGEMMLargeM(t *testing.T) {
 		{qcase{FP8Block, 512, 4096}, []int{2048}, 0},
 		{qcase{MXFP4, 500, 4096}, []int{1990}, 0},
 		{qcase{NVFP4, 512, 2432}, []int{2048}, 0},
+		// 9 chunks (odd), 165 units of 64 x 128 tiles or 170 of 128 x 64 for 132 SMs when
+		// DSV4GO_QGEMM_ALT=1 or DSV4GO_QGEMM_TILE=1 forces them: some blocks take two units
+		// (by default: 256 x 128 tiles, K split in 2)
+		{qcase{MXFP4, 2100, 1152}, []int{600}, 0},
 	}, func(m int) func(int) bool {
 		return func(i int) bool { return i%5 == 0 || i%128 == 127 || i >= m-3 }
 	})

@@ -21,10 +21,10 @@
 // like the weights', so the pipeline needs no registers for staging. Where x is reused by
 // enough row blocks (launch_wgmma), a pre-pass (xperm_kernel) first writes x once in that
 // permuted, swizzled tile image into a pool buffer, and the producer then moves a chunk's x
-// with one 32 KB bulk copy: the 4-byte copies were its largest cost. On the smaller tiles
-// without the pre-pass, the producer instead loads x in natural order with tensor-map copies
-// (128-byte swizzle) and the consumers permute it in shared memory (xperm_rows) before their
-// wgmma (XM 2).
+// with one 32 KB bulk copy: the 4-byte copies were its largest cost. On the 64 x 128 tiles
+// when the pre-pass cannot run (and on request), the producer instead loads x in natural order
+// with tensor-map copies (128-byte swizzle) and the consumers permute it in shared memory
+// (xperm_rows) before their wgmma (XM 2).
 //
 // Block: 3 warpgroups, 256 weight rows x 128 tokens. A producer warpgroup (setmaxnreg 40)
 // streams K in 128-input chunks through a 3-4 stage ring (x tiles, packed weights and scales of
@@ -133,9 +133,10 @@ template <int TN> __device__ __forceinline__ void wgmma_n(float (&d)[TN / 2], co
 // ---- the kernel ----
 //
 // A ring stage holds one 128-input chunk: its two x tiles (1024-byte aligned, TN tokens x 128
-// bytes each), the packed weights and the scales of the block's ROWT row tiles. Two block
-// tiles: 256 rows x 128 tokens (ROWT 16, TN 128: every shape) and 128 rows x 64 tokens (ROWT
-// 8, TN 64: shapes with too few 256 x 128 tiles for the SMs, see launch_wgmma).
+// bytes each), the packed weights and the scales of the block's ROWT row tiles. Three block
+// tiles: 256 rows x 128 tokens (ROWT 16, TN 128: every shape), 128 rows x 64 tokens (ROWT 8,
+// TN 64) and 64 rows x 128 tokens (ROWT 4, TN 128), the last two for shapes with too few 256 x
+// 128 tiles for the SMs (launch_wgmma).
 template <int FMT, int ROWT_ = 16, int TN_ = 128> struct LgSmem {
   static constexpr int WQ = Fmt<FMT>::WQ;
   static constexpr int ROWT = ROWT_, TN = TN_;
@@ -277,12 +278,14 @@ __device__ __forceinline__ unsigned long long lg_now() {
 
 // ---- the kernel: warp-specialized, persistent ----
 //
-// 3 warpgroups. Warpgroup 0 produces: cp.async of x, packed weights and scales into a WS-deep
-// ring of 128-input chunks; each producer thread's copies complete on the slot's "full"
-// mbarrier (128 arrivals). x staging: producer warp w copies the tile's tokens TPW w .. TPW w +
-// TPW - 1 (TPW = TN / 4), one token per instruction; lane l copies input pair l = 8t + 2j + hi (t = l/8, j = l/2 % 4, hi = l % 2)
-// of a 64-input tile, which is word t of chunk 2j + hi of the token's 128-byte row (before the
-// swizzle): 128 contiguous global bytes and 32 distinct banks per instruction.
+// 3 warpgroups. Warpgroup 0 produces: cp.async of packed weights and scales, and x (XM below),
+// into a WS-deep ring of 128-input chunks; each producer thread's copies complete on the slot's
+// "full" mbarrier (128 arrivals; the bulk and tensor-map copies of x as its tx bytes). x
+// staging with XM 0: producer warp w copies the tile's tokens TPW w .. TPW w + TPW - 1 (TPW =
+// TN / 4), one token per instruction; lane l copies input pair l = 8t + 2j + hi (t = l/8, j =
+// l/2 % 4, hi = l % 2) of a 64-input tile, which is word t of chunk 2j + hi of the token's
+// 128-byte row (before the swizzle): 128 contiguous global bytes and 32 distinct banks per
+// instruction.
 // Warpgroups 1 and 2 consume: per 64-input tile h and 64-row block mb, wait until the wgmma
 // group that last read the A registers of (h, mb) has completed (wait_group 2 NMB - 1: 3 on
 // the 256-row tile, 1 on the 128-row one; the groups issued since stay queued on the tensor
@@ -311,7 +314,7 @@ __device__ __forceinline__ unsigned long long lg_now() {
 // meet at a named barrier before their wgmma.
 constexpr int WS_THREADS = 384;
 
-// xperm_rows permutes rows [r0, r0 + nr) (r0, nr multiples of 64; row r = x tile r / TN, token
+// xperm_rows permutes rows [r0, r0 + NR) (r0, NR multiples of 64; row r = x tile r / TN, token
 // r % TN) of a ring stage's two x tiles in place from natural input order into the wgmma
 // order, with the 128 threads of one warpgroup (w4 = warp 0..3 of it). In a 64-input tile,
 // token input pair 8t + 2j + hi (natural 16-byte chunk 2t + j / 2, word 2 (j % 2) + hi) goes
@@ -321,11 +324,13 @@ constexpr int WS_THREADS = 384;
 // lane its even chunks and the odd lane its odd ones (16 registers), both load before either
 // stores. The row order (4 rows of equal token parity per quarter-warp) and the odd lane's
 // store order (1, 0, 3, 2) keep every quarter-warp on 8 distinct 16-byte bank groups.
-template <int TN, int XT>
-__device__ __forceinline__ void xperm_rows(uint8_t *stage, int r0, int nr, int w4, int lane) {
+template <int TN, int XT, int NR>
+__device__ __forceinline__ void xperm_rows(uint8_t *stage, int r0, int w4, int lane) {
   const int half = lane & 1, idx = lane >> 1;
   const int roff = ((idx & 3) << 1) | ((idx >> 2) & 1) | ((idx >> 3) << 3), s = roff & 7;
-  for (int rb = r0; rb < r0 + nr; rb += 64) {
+#pragma unroll
+  for (int i = 0; i < NR / 64; i++) {
+    const int rb = r0 + 64 * i;
     uint8_t *rw = stage + (rb / TN) * XT + (rb % TN + w4 * 16 + roff) * 128;
     uint4 v[4];
 #pragma unroll
@@ -537,11 +542,18 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           // x landed in natural order: permute it into the wgmma order (ALT: this warpgroup's
           // own chunk, all its rows; else each warpgroup the rows of one x tile (TN 64: half
           // of them), then both meet)
+          // The writers fence their generic-proxy stores before the barrier, so that another
+          // warp's wgmma after the barrier sees them (the fence below is for XM 0's cp.async).
           if (ALT) {
-            xperm_rows<TN, L::XT>(smem + slot * L::STAGE, 0, 2 * TN, cw & 3, lane);
-            named_sync(2 + wg, 128);
+            xperm_rows<TN, L::XT, 2 * TN>(smem + slot * L::STAGE, 0, cw & 3, lane);
+            fence_async_smem();
+            if (wg)
+              named_sync(3, 128);
+            else
+              named_sync(2, 128);
           } else {
-            xperm_rows<TN, L::XT>(smem + slot * L::STAGE, wg * TN, TN, cw & 3, lane);
+            xperm_rows<TN, L::XT, TN>(smem + slot * L::STAGE, wg * TN, cw & 3, lane);
+            fence_async_smem();
             named_sync(2, 256);
           }
         }
@@ -1053,16 +1065,23 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // whenever the caller leaves the split to this function (benchmarks, tests)
   static const int tilemode = env_int("DSV4GO_QGEMM_TILE", -1);
   // DSV4GO_QGEMM_XS: x tiles by tensor-map copies in natural order, permuted in shared memory
-  // by the consumers (XM 2), for the 128 x 64 and 64 x 128 tiles: -1 (default) where they
-  // would stage x with 4-byte copies (the 128 x 64 tiles always; the 64 x 128 ones without
-  // the pre-pass), 1 also where the pre-pass would run (benchmarks, tests), 0 never (the
-  // 4-byte copies, as before). H200, 2026-11-30 09:28 call, cudabench, XS=0 -> default ->
-  // XS=1, us: w2 M = 256 (128 x 64 tiles) NVFP4 15.63 -> 14.69, MXFP4 15.75 -> 14.38,
-  // FP8-block 17.59 -> 16.78; wkv M = 2048 (64 x 128 tiles) with the pre-pass 25.44, with XM 2
-  // instead 27.28 (the permute adds ~0.3 us to each chunk's chain; without either, 45 us).
-  // Not for the 256 x 128 tiles (not instantiated): with the consumers' permute wq_b M = 2048
-  // took 281 against 234 us with the pre-pass, wo_b 229 against 208 (same call); with the
-  // producer permuting (09:21 call) 283 / 236, and wkv 32.7.
+  // by the consumers (XM 2), on the 128 x 64 and 64 x 128 tiles: -1 (default) only where the
+  // 64 x 128 tiles would otherwise stage x with 4-byte copies (no pre-pass: no pool memory, or
+  // a capture with DSV4GO_QGEMM_XPERM_GRAPH=0), 1 on both tiles wherever they run, even where
+  // the pre-pass would (benchmarks, tests), 2 the same as 1 but failing (DSV4C_ERR_SHAPE)
+  // instead of falling back where no tensor map can be made (tests: the paths give the same
+  // bits), 0 never (the 4-byte copies, as before). H200, same calls, us (XS=0 -> default ->
+  // XS=1 unless marked):
+  //  - wkv M = 2048 (64 x 128 tiles): the pre-pass 25.1, XM 2 instead 28.5 (10:54 call; 27.3
+  //    at 09:28 before the fence moved, below), the 4-byte copies 45 (session 6): the permute
+  //    adds ~0.3 us to each chunk's chain, more than the pre-pass costs per chunk.
+  //  - w2 M = 256 (128 x 64 tiles, no pre-pass): with the permute's fence after the barrier
+  //    (09:28) NVFP4 15.63 -> 14.69, MXFP4 15.75 -> 14.38, FP8-block 17.59 -> 16.78; with each
+  //    writer fencing before the barrier, as another warpgroup's wgmma reads its stores (10:54)
+  //    15.75 -> 15.81, 15.82 -> 15.33, 17.46 -> 17.73: no longer a gain, so not the default.
+  //  - not instantiated for the 256 x 128 tiles: with the consumers' permute wq_b M = 2048 took
+  //    281 against 234 us with the pre-pass, wo_b 229 against 208 (09:28); with the producer
+  //    permuting (09:21) 283 / 236, and wkv 32.7.
   static const int xsmode = env_int("DSV4GO_QGEMM_XS", -1);
   const int ntiles = npad / 16;
   const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
@@ -1095,9 +1114,9 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     if (small <= 0x7fffffff &&
         (tilemode > 0 || (splits > 1 && per <= 4 && 8 * small >= 7LL * sms && small <= sms)))
     {
-      if (xsmode != 0) {
+      if (xsmode > 0) {
         const int r = launch_ws<FMT, 2, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
-        if (r != DSV4C_ERR_SHAPE) return r;
+        if (r != DSV4C_ERR_SHAPE || xsmode == 2) return r;
       }
       return launch_ws<FMT, 0, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
     }
@@ -1173,7 +1192,7 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
       auto xs = [&] {
         return launch_ws<FMT, 2, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
       };
-      if (xsmode > 0 && (r = xs()) != DSV4C_ERR_SHAPE) return r;
+      if (xsmode > 0 && ((r = xs()) != DSV4C_ERR_SHAPE || xsmode == 2)) return r;
       if ((altxp > 0 || (altxp < 0 && rb4 >= 4 && pb >= 8)) &&
           with_xp([&](const void *xp) {
             return launch_ws<FMT, 1, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, xp, st);

@@ -1072,12 +1072,12 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // instead of falling back where no tensor map can be made (tests: the paths give the same
   // bits), 0 never (the 4-byte copies, as before). H200, same calls, us (XS=0 -> default ->
   // XS=1 unless marked):
-  //  - wkv M = 2048 (64 x 128 tiles): the pre-pass 25.1, XM 2 instead 28.5 (10:54 call; 27.3
+  //  - wkv M = 2048 (64 x 128 tiles): the pre-pass 25.1, XM 2 instead 28.5 (09:54 call; 27.3
   //    at 09:28 before the fence moved, below), the 4-byte copies 45 (session 6): the permute
   //    adds ~0.3 us to each chunk's chain, more than the pre-pass costs per chunk.
   //  - w2 M = 256 (128 x 64 tiles, no pre-pass): with the permute's fence after the barrier
   //    (09:28) NVFP4 15.63 -> 14.69, MXFP4 15.75 -> 14.38, FP8-block 17.59 -> 16.78; with each
-  //    writer fencing before the barrier, as another warpgroup's wgmma reads its stores (10:54)
+  //    writer fencing before the barrier, as another warpgroup's wgmma reads its stores (09:54)
   //    15.75 -> 15.81, 15.82 -> 15.33, 17.46 -> 17.73: no longer a gain, so not the default.
   //  - not instantiated for the 256 x 128 tiles: with the consumers' permute wq_b M = 2048 took
   //    281 against 234 us with the pre-pass, wo_b 229 against 208 (09:28); with the producer

@@ -69,11 +69,9 @@ __global__ void fill(uint4 *p, size_t n) {
 
 static float time_graph(cudaStream_t st, const std::function<void(int)> &launch, int R) {
   cudaGraphExec_t ge = captured_graph(st, launch, R);
-  std::vector<float> ts;
-  for (int rep = 0; rep < 5; rep++) ts.push_back(replay_ms(ge, st) * 1000.f / R);
-  std::sort(ts.begin(), ts.end());
+  const float us = median_replay_ms(ge, st) * 1000.f / R;
   CK(cudaGraphExecDestroy(ge));
-  return ts[2];
+  return us;
 }
 
 // launch_config: grid x 256 threads on st, with the programmatic-dependent-launch attribute

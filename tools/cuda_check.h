@@ -1,7 +1,7 @@
 // tools/cuda_check.h: what the standalone CUDA tools in tools/ (cuda_ceiling.cu,
-// cuda_stream_trace.cu) share: the CK(call) macro (a failed CUDA runtime call prints file,
-// line, the call and the runtime's error string, and exits 1), captured_graph and
-// replay_ms. Not part of
+// cuda_stream_trace.cu, cuda_large_parts.cu) share: the CK(call) macro (a failed CUDA runtime call prints file,
+// line, the call and the runtime's error string, and exits 1), captured_graph,
+// replay_ms and median_replay_ms. Not part of
 // the library (kernels/cuda reports errors as typed Go errors instead).
 #ifndef DSV4GO_TOOLS_CUDA_CHECK_H
 #define DSV4GO_TOOLS_CUDA_CHECK_H
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <functional>
 
 #define CK(x)                                                                                \
@@ -52,6 +53,14 @@ static inline float replay_ms(cudaGraphExec_t ge, cudaStream_t st) {
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
   return ms;
+}
+
+// median_replay_ms replays ge 5 times on st and returns the median time in milliseconds.
+static inline float median_replay_ms(cudaGraphExec_t ge, cudaStream_t st) {
+  float t[5];
+  for (int i = 0; i < 5; i++) t[i] = replay_ms(ge, st);
+  std::sort(t, t + 5);
+  return t[2];
 }
 
 #endif

@@ -21,13 +21,6 @@
 
 #include "cuda_check.h" // tools/cuda_check.h
 
-static float med_replay(cudaGraphExec_t ge, cudaStream_t st) {
-  std::vector<float> v;
-  for (int i = 0; i < 5; i++) v.push_back(replay_ms(ge, st));
-  std::sort(v.begin(), v.end());
-  return v[2];
-}
-
 static void parts(const char *name, int fmt, int N, int K, int M) {
   const int npad = (N + 63) / 64 * 64;
   const size_t wbytes = fmt == DSV4C_FMT_FP8B ? (size_t)npad * K : (size_t)npad * K / 2;
@@ -96,7 +89,7 @@ static void parts(const char *name, int fmt, int N, int K, int M) {
   };
   for (auto &r : rows) {
     cudaGraphExec_t ge = captured_graph(st, r.f, R);
-    const float ms = med_replay(ge, st);
+    const float ms = median_replay_ms(ge, st);
     printf("%-10s fmt %d N %5d K %5d M %5d  %-24s %8.2f us\n", name, fmt, N, K, M, r.what, ms * 1e3 / R);
     CK(cudaGraphExecDestroy(ge));
   }

@@ -30,7 +30,9 @@ cuda-lib: $(CUDA_LIB) $(CUDA_DIR)/lib/libcudart_static.a
 
 $(CUDA_DIR)/lib/obj/%.o: $(CUDA_DIR)/csrc/%.cu $(CUDA_DIR)/csrc/dsv4cuda.h $(wildcard $(CUDA_DIR)/csrc/*.h $(CUDA_DIR)/csrc/*.cuh)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) $(GENCODE) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(GENCODE) -c $< -o $@ 2>$@.err || { cat $@.err >&2; exit 1; }
+	@cat $@.err >&2; if grep -q C7513 $@.err; then \
+	  echo "$<: ptxas serialized wgmma (C7513, see above): fix the kernel" >&2; rm -f $@; exit 1; fi
 
 # Per-file targets: qgemm_large.cu holds Hopper wgmma kernels, which exist only for sm_90a (not
 # sm_90, nor later chips); qgemm.cu calls them only on compute capability 9.0 devices.

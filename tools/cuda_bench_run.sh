@@ -3,8 +3,9 @@
 # conformance (default dispatch: predecode / streaming decode GEMV, wgmma for large M; then,
 # in one log, the decode tests with grouped launches all streaming, the earlier decode kernels,
 # the predecode kernel off / with x per unit / with x first / with one row tile per block, the
-# large-M split-K reduced by clusters or atomics, x by tensor-map copies wherever the
-# 64 x 128 / 128 x 64 tiles run (no fallback), and so with either tile forced on every case),
+# large-M split-K reduced by clusters or atomics, x by tensor-map copies in natural order on
+# every tile (no fallback) and never (session 7's paths), each also with the 64 x 128 or
+# 128 x 64 tiles forced on every case, and captured graphs without the pre-pass's allocation),
 # the large-M call split into its
 # x pre-pass and GEMM (tools/cuda_large_parts.cu), the read-only ceiling
 # (tools/cuda_ceiling.cu), the decode arithmetic alone (tools/cuda_decode_probe.cu), the decode
@@ -18,19 +19,24 @@
 # a summary is printed last.
 # Usage on the GPU machine, after `make cuda-bins` here (carry out/cuda):
 #   bash tools/cuda_bench_run.sh
+# PART=conf runs only the conformance part, PART=bench everything after it (two device calls
+# when one would run past the device tool's 10-minute limit).
 set -uo pipefail
 B=${BIN:-out/cuda}
 O=${OUT:-/tmp/cudaout}
+PART=${PART:-all}
 mkdir -p "$O"
 export DSV4GO_REQUIRE_GPU=1
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader
 date -u
 
+if [ "$PART" != bench ]; then
+
 echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XS=2" "DSV4GO_QGEMM_XS=2 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XS=2 DSV4GO_QGEMM_TILE=1"; do
+for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XN=2" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XN=0" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XPERM_GRAPH=0"; do
   case $v in
   *QGEMM_*) re='QGEMMLargeM|GraphLargeM' ;;
   *GROUPED*) re='QGEMMGrouped|GraphDecodeStep' ;;
@@ -42,6 +48,8 @@ for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4
   echo "$v: rc=$rc $(grep -cE '^--- PASS' "$O/conf_v.txt") passed, $(grep -cE '^--- FAIL' "$O/conf_v.txt") failed"
 done
 rm -f "$O/conf_v.txt"
+fi
+[ "$PART" = conf ] && exit 0
 
 echo "== large-M parts (tools/cuda_large_parts.cu): x pre-pass, GEMM, whole call"
 timeout 60 "$B/large_parts" >"$O/large_parts.txt" 2>&1; echo "rc=$?"

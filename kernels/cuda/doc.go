@@ -58,10 +58,10 @@
 // (by default its buffer is then a graph allocation node and free node: such a graph cannot be
 // embedded with cudaGraphAddChildGraphNode, only moved into a parent), DSV4GO_QGEMM_TILE=0 / 1
 // never / always uses its 128 x 64 tiles, DSV4GO_QGEMM_ALT=0 / 1 its 64 x 128 tiles
-// (DSV4GO_QGEMM_ALTXP=0 / 1: their pre-pass off / on), DSV4GO_QGEMM_XS=1 loads x on the 64 x
-// 128 and 128 x 64 tiles with tensor-map copies permuted in shared memory wherever they run (2:
-// and fails instead of falling back; default: only on the 64 x 128 tiles without the pre-pass;
-// 0: never, 4-byte copies), DSV4GO_QGEMM_SPLITRED=0 reduces split-K in clusters or with atomics
+// (DSV4GO_QGEMM_ALTXP=0 / 1: their pre-pass off / on), DSV4GO_QGEMM_XN=0 / 1 never / always
+// loads x in natural order by tensor-map copies with A decoded in natural order (default: all
+// but FP4 matrices of more than 2,048 rows where the pre-pass would run; 2: always, failing
+// instead of falling back), DSV4GO_QGEMM_SPLITRED=0 reduces split-K in clusters or with atomics
 // instead of the scratch buffer.
 //
 // Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its

@@ -21,10 +21,11 @@
 // like the weights', so the pipeline needs no registers for staging. Where x is reused by
 // enough row blocks (launch_wgmma), a pre-pass (xperm_kernel) first writes x once in that
 // permuted, swizzled tile image into a pool buffer, and the producer then moves a chunk's x
-// with one 32 KB bulk copy: the 4-byte copies were its largest cost. On the 64 x 128 tiles
-// when the pre-pass cannot run (and on request), the producer instead loads x in natural order
-// with tensor-map copies (128-byte swizzle) and the consumers permute it in shared memory
-// (xperm_rows) before their wgmma (XM 2).
+// with one 32 KB bulk copy: the 4-byte copies were its largest cost. Since session 8 most
+// launches permute nothing (XM 3, the default except where launch_wgmma says): the producer
+// loads x in natural order with tensor-map copies (128-byte swizzle), and the consumers build A
+// in natural order instead, each lane reading the words of its quad's lanes that hold its
+// inputs (decode_a_nat): a costlier decode, but no pass over x.
 //
 // Block: 3 warpgroups, 256 weight rows x 128 tokens. A producer warpgroup (setmaxnreg 40)
 // streams K in 128-input chunks through a 3-4 stage ring (x tiles, packed weights and scales of
@@ -48,7 +49,7 @@
 // wkv at M = 2048), it runs on those (template ROWT 4: both consumer warpgroups on the same
 // 64-row block, alternate chunks, own accumulators added through shared memory), K unsplit.
 // Measured on the H200: BENCHMARKS.md, "Large-M GEMM (wgmma)".
-#include <cuda.h> // CUtensorMap (the x tensor map of XM 2; the driver function comes through cudart)
+#include <cuda.h> // CUtensorMap (the x tensor map of XM 3; the driver function comes through cudart)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -308,45 +309,70 @@ __device__ __forceinline__ unsigned long long lg_now() {
 // slot's empty barrier), and the two partial sums are added in the epilogue.
 // XM, how x reaches the ring: 0 = 4-byte cp.async of each input pair to its permuted place;
 // 1 = x comes as xp, already in the shared-memory tile layout (xperm_kernel), one 32 KB bulk
-// copy per chunk; 2 = two tensor-map copies per chunk (xmap: natural order, 128-byte swizzle,
-// tokens past M zero) completing on the full barrier, then the chunk's consumers permute it in
-// place (xperm_rows; ALT: the consumer whose chunk it is, else each warpgroup one x tile) and
-// meet at a named barrier before their wgmma.
-constexpr int WS_THREADS = 384;
+// copy per chunk; 3 = two tensor-map copies per chunk (xmap: natural order, 128-byte swizzle,
+// tokens past M zero) completing on the full barrier, and the consumers build A in natural
+// input order instead (decode_a_nat; the packed weights land swizzled, wsw_of). (2, x permuted
+// in shared memory by the consumers, was removed in session 8: slower than 3 everywhere.)
+// wsw_of returns the XOR that XM 3 applies to uint4 index d of a chunk's packed weights in
+// shared memory (d < 128 within each 128-uint4 group; the XOR changes bits 0-1 (FP4) or 0-2
+// (FP8-block) only): FP4 uint4 d = 32 (tile) + 4g + t goes to 4g + (t ^ (g / 2)), FP8-block uint4
+// d = 64 (tile) + 8g + 2t + i to 8g + ((2t + i) ^ g). Then the 8 lanes g of a quad position read
+// 8 different 16-byte bank groups in decode_a_nat.
+template <int FMT> __device__ __forceinline__ int wsw_of(int d) {
+  return FMT == DSV4C_FMT_FP8B ? (d >> 3) & 7 : (d >> 3) & 3;
+}
 
-// xperm_rows permutes rows [r0, r0 + NR) (r0, NR multiples of 64; row r = x tile r / TN, token
-// r % TN) of a ring stage's two x tiles in place from natural input order into the wgmma
-// order, with the 128 threads of one warpgroup (w4 = warp 0..3 of it). In a 64-input tile,
-// token input pair 8t + 2j + hi (natural 16-byte chunk 2t + j / 2, word 2 (j % 2) + hi) goes
-// to chunk 2j + hi, word t; the physical chunk is the logical one ^ (token % 8) before and
-// after (128-byte swizzle). So destination chunks 0..3 are the 4 x 4 transpose of the even
-// natural chunks and 4..7 that of the odd ones: lane pair (2i, 2i + 1) takes one row, the even
-// lane its even chunks and the odd lane its odd ones (16 registers), both load before either
-// stores. The row order (4 rows of equal token parity per quarter-warp) and the odd lane's
-// store order (1, 0, 3, 2) keep every quarter-warp on 8 distinct 16-byte bank groups.
-template <int TN, int XT, int NR>
-__device__ __forceinline__ void xperm_rows(uint8_t *stage, int r0, int w4, int lane) {
-  const int half = lane & 1, idx = lane >> 1;
-  const int roff = ((idx & 3) << 1) | ((idx >> 2) & 1) | ((idx >> 3) << 3), s = roff & 7;
+// decode_a_nat builds the bf16 A fragments of the 4 k16 steps of 64-input tile h (0, 1) in
+// natural input order (XM 3: x in shared memory exactly as the tensor-map copies leave it),
+// from the packed tile at q (lane L's uint4 at q + L * 16 * WQ before the swizzle, wsw_of) and the
+// scale words sw[j] that cover step j (NVFP4: lane (g, j)'s; MXFP4: lane (g, 2 (j / 2))'s;
+// FP8-block: the block scale). The packing (pack.go) gives lane (g, t) input pairs 8t + 2j + hi
+// of step j; natural order wants pairs 8j + t (registers 0, 1) and 8j + 4 + t (registers 2, 3),
+// i.e. lane (g, j)'s words of steps t / 2 and 2 + t / 2, half t % 2 of each (rows g and g + 8).
+// So each lane reads two words of each of its quad's lanes and decodes half of each: the half
+// is chosen by shift amounts that depend on t alone (the same instructions in every lane).
+// E2M1 as in dec_e2m1: half 0 = registers a0, a1 of the word, half 1 = a2, a3 (a2 = q & M = a0
+// of q >> 6; a3's magnitude is a1's shifted right by 7). FP8-block: word t of lane (g, j)'s two
+// uint4 (bytes 0-1 row g, 2-3 row g + 8). Each read is 32 bits; the swizzle puts the 8 rows g'
+// words of one read in 8 different bank groups (conflict-free). (Without it, 16-byte reads of
+// the quad lanes' uint4 and a select were slower: FP8-block's selects made ptxas serialize the
+// wgmma, C7513.)
+template <int FMT>
+__device__ __forceinline__ void decode_a_nat(const uint8_t *q, const uint32_t (&sw)[4], int h, int g, int t,
+                                             uint32_t (&a)[4][4]) {
+  constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
+  if (FMT == DSV4C_FMT_FP8B) {
+    const uint32_t S = scale_pair<SMUL, SADD>(sw[0], 0);
 #pragma unroll
-  for (int i = 0; i < NR / 64; i++) {
-    const int rb = r0 + 64 * i;
-    uint8_t *rw = stage + (rb / TN) * XT + (rb % TN + w4 * 16 + roff) * 128;
-    uint4 v[4];
+    for (int j = 0; j < 4; j++) {
+      // steps t / 2 and 2 + t / 2 (uint4 0 and 1 of lane (g, j)), half t % 2
+      const uint32_t X = *reinterpret_cast<const uint32_t *>(q + (8 * g + ((2 * j) ^ g)) * 16 + 4 * t);
+      const uint32_t Y = *reinterpret_cast<const uint32_t *>(q + (8 * g + ((2 * j + 1) ^ g)) * 16 + 4 * t);
+      a[j][0] = bmul(dec_e4m3(X, 0), S);
+      a[j][1] = bmul(dec_e4m3(X, 2), S);
+      a[j][2] = bmul(dec_e4m3(Y, 0), S);
+      a[j][3] = bmul(dec_e4m3(Y, 2), S);
+    }
+  } else {
+    const uint32_t M = 0x81C081C0u, MAG = 0x01C001C0u, SG = 0x80008000u;
+    const uint32_t mg = (t & 1) ? 1u : 64u, ms = (t & 1) ? 4u : 2u; // multipliers: shifts on the FMA pipe
+    const int sh = (t & 1) * 7;
 #pragma unroll
-    for (int k = 0; k < 4; k++) v[k] = *reinterpret_cast<const uint4 *>(rw + (((2 * k + half) ^ s) << 4));
-    __syncwarp();
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      uint4 o;
-      o.x = half ? comp(v[0], k ^ 1) : comp(v[0], k);
-      o.y = half ? comp(v[1], k ^ 1) : comp(v[1], k);
-      o.z = half ? comp(v[2], k ^ 1) : comp(v[2], k);
-      o.w = half ? comp(v[3], k ^ 1) : comp(v[3], k);
-      *reinterpret_cast<uint4 *>(rw + (((4 * half + (k ^ half)) ^ s) << 4)) = o;
+    for (int j = 0; j < 4; j++) {
+      // words t / 2 (step t / 2) and 2 + t / 2 of lane (g, j)
+      const uint8_t *p = q + (4 * g + (j ^ (g >> 1))) * 16 + 4 * (t >> 1);
+      const uint32_t X = *reinterpret_cast<const uint32_t *>(p);
+      const uint32_t Y = *reinterpret_cast<const uint32_t *>(p + 8);
+      const uint32_t Sg = scale_pair<SMUL, SADD>(sw[j], h * 2), Sg8 = scale_pair<SMUL, SADD>(sw[j], h * 2 + 1);
+      a[j][0] = bmul((X * mg) & M, Sg);
+      a[j][1] = bmul(((shl_fma<3>(X) >> sh) & MAG) | ((X * ms) & SG), Sg8);
+      a[j][2] = bmul((Y * mg) & M, Sg);
+      a[j][3] = bmul(((shl_fma<3>(Y) >> sh) & MAG) | ((Y * ms) & SG), Sg8);
     }
   }
 }
+
+constexpr int WS_THREADS = 384;
 
 template <int FMT, int XM, int ROWT_ = 16, int TN_ = 128, bool RED = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
@@ -366,7 +392,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   constexpr bool BIG = ROWT == 16 && TN == 128; // only this tile splits K (modes 2-5)
   static_assert(BIG || !RED, "the split-K scratch layout is made for 256 x 128 tiles");
   static_assert(TN == 128 || XM != 1, "the x tile image (xperm_kernel) is made for 128-token tiles");
-  static_assert(XM >= 0 && XM <= 2, "x staging: 0, 1 or 2");
+  static_assert(XM == 0 || XM == 1 || XM == 3, "x staging: 0, 1 or 3");
   static_assert(ALT || ROWT % 8 == 0, "row tiles: 4 (ALT), 8 or 16");
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -412,7 +438,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (int q = 0; q < ROWT / RSTEP; q++) {
           const int r = r0 + q * RSTEP;
-          cp_async16s(st + 2 * L::XT + (q * 128 + tid) * 16, wk);
+          // XM 3: uint4 d of the chunk's weights at d ^ wsw_of(d) (conflict-free reads of the
+          // quad's words in decode_a_nat)
+          cp_async16s(st + 2 * L::XT + ((q * 128 + tid) ^ (XM == 3 ? wsw_of<FMT>(tid) : 0)) * 16, wk);
           if (r + RSTEP <= rlim) wk += RSTEP * rs; // past the last row tile: copy it again
           opaque(wk); // step the pointer here (hoisted per-copy offsets cost registers)
         }
@@ -454,10 +482,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           pre--; // loaded before the wait
         else
           load_w(st, brt0, c0 + c);
-        if (XM == 2) {
+        if (XM == 3) {
           // the chunk's two x tiles in natural order, 128-byte swizzled (chunk q of token m's
           // row at q ^ (m % 8)), by the tensor-memory accelerator (tokens past M read as zeros);
-          // the consumers permute them into the wgmma order (xperm_rows)
+          // the consumers build A in natural order (decode_a_nat)
           if (tid == 0) {
             const uint32_t fb = bars + 8 * (FB1 ? 2 * WS + slot : slot);
             mbar_expect_tx(fb, 2 * L::XT);
@@ -538,26 +566,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           mbar_wait(bars + 8 * slot, ph);
         }
         LGT_ONCE(8);
-        if (XM == 2) {
-          // x landed in natural order: permute it into the wgmma order (ALT: this warpgroup's
-          // own chunk, all its rows; else each warpgroup the rows of one x tile (TN 64: half
-          // of them), then both meet)
-          // The writers fence their generic-proxy stores before the barrier, so that another
-          // warp's wgmma after the barrier sees them (the fence below is for XM 0's cp.async).
-          if (ALT) {
-            xperm_rows<TN, L::XT, 2 * TN>(smem + slot * L::STAGE, 0, cw & 3, lane);
-            fence_async_smem();
-            if (wg)
-              named_sync(3, 128);
-            else
-              named_sync(2, 128);
-          } else {
-            xperm_rows<TN, L::XT, TN>(smem + slot * L::STAGE, wg * TN, cw & 3, lane);
-            fence_async_smem();
-            named_sync(2, 256);
-          }
-        }
-        fence_async_smem(); // generic-proxy writes (the producer's, the permute's) -> the tensor cores
+        // x's cp.async writes (generic proxy) -> the tensor cores (XM 3: x comes by the async
+        // proxy, nothing to fence)
+        if (XM != 3) fence_async_smem();
         const uint8_t *st = smem + slot * L::STAGE + 2 * L::XT;
         const uint32_t xb0 = s0 + slot * L::STAGE;
         uint32_t fsw[NMB] = {};
@@ -580,19 +591,35 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             if ((ALT ? c > 1 : c > 0) && mb == NMB - 1 && h == 1 && lane == 0)
               mbar_arrive(bars + 8 * (WS + pslot));
             const int rl = ALT ? (cw & 3) : mb * 8 + cw;
-            uint4 wv[WQ];
+            if (XM == 3) {
+              // natural input order: the quad's packed words of row tile rl, tile h, and the
+              // scale words of the 16-input (NVFP4) or 32-input (MXFP4) blocks it spans
+              uint32_t nsw[4];
 #pragma unroll
-            for (int i = 0; i < WQ; i++)
-              wv[i] = *reinterpret_cast<const uint4 *>(st + (((rl * 2 + h) * 32 + lane) * WQ + i) * 16);
-            uint32_t sw;
-            if (FMT == DSV4C_FMT_NVFP4)
-              sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 128 + lane * 4);
-            else if (FMT == DSV4C_FMT_MXFP4)
-              sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 64 + g * 8 + (t >> 1) * 4);
-            else
-              sw = fsw[mb];
+              for (int j = 0; j < 4; j++) {
+                if (FMT == DSV4C_FMT_NVFP4)
+                  nsw[j] = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 128 + (4 * g + j) * 4);
+                else if (FMT == DSV4C_FMT_MXFP4)
+                  nsw[j] = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 64 + g * 8 + (j >> 1) * 4);
+                else
+                  nsw[j] = fsw[mb];
+              }
+              decode_a_nat<FMT>(st + (rl * 2 + h) * 32 * WQ * 16, nsw, h, g, t, a);
+            } else {
+              uint4 wv[WQ];
 #pragma unroll
-            for (int j = 0; j < 4; j++) decode_a<FMT>(wv, sw, h, j, a[j]);
+              for (int i = 0; i < WQ; i++)
+                wv[i] = *reinterpret_cast<const uint4 *>(st + (((rl * 2 + h) * 32 + lane) * WQ + i) * 16);
+              uint32_t sw;
+              if (FMT == DSV4C_FMT_NVFP4)
+                sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 128 + lane * 4);
+              else if (FMT == DSV4C_FMT_MXFP4)
+                sw = *reinterpret_cast<const uint32_t *>(st + L::W + rl * 64 + g * 8 + (t >> 1) * 4);
+              else
+                sw = fsw[mb];
+#pragma unroll
+              for (int j = 0; j < 4; j++) decode_a<FMT>(wv, sw, h, j, a[j]);
+            }
             wg_fence();
 #pragma unroll
             for (int j = 0; j < 4; j++) wgmma_n<TN>(acc[mb], a[j], smem_desc(xb + j * 32, 16, 1024, 1));
@@ -920,7 +947,7 @@ static cudaMemPool_t xperm_pool() {
 // streams and not kept, gave 25.00 instead of 25.74 us).
 // x_tensor_map encodes the tensor map of x [M][K] (bf16, row stride ldx elements) for
 // 64-input x box-token boxes with the 128-byte swizzle: the wgmma kernel's x tiles in natural
-// input order (XM 2). cuTensorMapEncodeTiled is a driver function (host only, no GPU work),
+// input order (XM 3). cuTensorMapEncodeTiled is a driver function (host only, no GPU work),
 // reached through the runtime's driver entry point so that nothing links libcuda. Returns
 // DSV4C_ERR_SHAPE where it is unavailable or refuses the shape (the caller falls back).
 inline int x_tensor_map(CUtensorMap *m, const void *x, int M, int K, int ldx, int box) {
@@ -959,8 +986,8 @@ int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alp
   auto kern = qgemm_ws_kernel<FMT, XM, ROWT, TN>;
   auto kred = qgemm_ws_kernel<FMT, XM, ROWT, TN, BIG>; // mode 5 (same kernel when !BIG: unused)
   if (!BIG && splits != 1) return DSV4C_ERR_SHAPE; // no split-K reduction
-  CUtensorMap xmap = {}; // XM 2: x [M][K] bf16, 64 x TN boxes, 128-byte swizzle
-  if (XM == 2)
+  CUtensorMap xmap = {}; // XM 3: x [M][K] bf16, 64 x TN boxes, 128-byte swizzle
+  if (XM == 3)
     if (int e = x_tensor_map(&xmap, x, M, K, ldx, TN)) return e;
   // DSV4GO_QGEMM_SPLITRED: -1 (default) and 1 reduce split-K through the scratch buffer, 0
   // through clusters or atomics (the previous kernel's way)
@@ -1064,25 +1091,29 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // DSV4GO_QGEMM_TILE: -1 (default) chooses the 128 x 64 tile by the rule below, 0 never, 1
   // whenever the caller leaves the split to this function (benchmarks, tests)
   static const int tilemode = env_int("DSV4GO_QGEMM_TILE", -1);
-  // DSV4GO_QGEMM_XS: x tiles by tensor-map copies in natural order, permuted in shared memory
-  // by the consumers (XM 2), on the 128 x 64 and 64 x 128 tiles: -1 (default) only where the
-  // 64 x 128 tiles would otherwise stage x with 4-byte copies (no pre-pass: no pool memory, or
-  // a capture with DSV4GO_QGEMM_XPERM_GRAPH=0), 1 on both tiles wherever they run, even where
-  // the pre-pass would (benchmarks, tests), 2 the same as 1 but failing (DSV4C_ERR_SHAPE)
-  // instead of falling back where no tensor map can be made (tests: the paths give the same
-  // bits), 0 never (the 4-byte copies, as before). H200, same calls, us (XS=0 -> default ->
-  // XS=1 unless marked):
-  //  - wkv M = 2048 (64 x 128 tiles): the pre-pass 25.1, XM 2 instead 28.5 (09:54 call; 27.3
-  //    at 09:28 before the fence moved, below), the 4-byte copies 45 (session 6): the permute
-  //    adds ~0.3 us to each chunk's chain, more than the pre-pass costs per chunk.
-  //  - w2 M = 256 (128 x 64 tiles, no pre-pass): with the permute's fence after the barrier
-  //    (09:28) NVFP4 15.63 -> 14.69, MXFP4 15.75 -> 14.38, FP8-block 17.59 -> 16.78; with each
-  //    writer fencing before the barrier, as another warpgroup's wgmma reads its stores (09:54)
-  //    15.75 -> 15.81, 15.82 -> 15.33, 17.46 -> 17.73: no longer a gain, so not the default.
-  //  - not instantiated for the 256 x 128 tiles: with the consumers' permute wq_b M = 2048 took
-  //    281 against 234 us with the pre-pass, wo_b 229 against 208 (09:28); with the producer
-  //    permuting (09:21) 283 / 236, and wkv 32.7.
-  static const int xsmode = env_int("DSV4GO_QGEMM_XS", -1);
+  // DSV4GO_QGEMM_XN: x tiles by tensor-map copies in natural input order, A built in natural
+  // order by the consumers (XM 3, decode_a_nat): x is not permuted anywhere. -1 (default): on
+  // every tile except where the 256 x 128 tiles would take the x pre-pass for an FP4 matrix of
+  // more than 2,048 rows (there the consumers' dearer decode costs more than the pre-pass
+  // saves); 0 never (session 7's paths: the pre-pass, else 4-byte copies); 1 on every tile; 2
+  // the same as 1 but failing (DSV4C_ERR_SHAPE) instead of falling back where no tensor map can
+  // be made (tests). Every other case falls back to the pre-pass or the 4-byte copies.
+  // H200, same call (2026-11-30 10:38 UTC, cudabench, two runs each, NVFP4 / MXFP4 / FP8-block,
+  // us, XN=0 -> XN=1):
+  //  - 64 x 128 tiles, wkv M = 2048: 25.0 / 25.1 / 28.1 -> 17.8 / 17.7 / 19.3 (was the pre-pass)
+  //  - 128 x 64 tiles, w2 M = 256: 15.7 / 15.7 / 17.4 -> 12.6 / 12.0 / 13.9 (4-byte copies)
+  //  - 256 x 128, 4-byte copies (no pre-pass): w1/w3 M = 256 18.0 / 17.9 / 19.6 -> 17.6 / 17.2 /
+  //    19.0, wkv M = 256 11.0 / 11.0 / 11.5 -> 10.6 / 10.6 / 11.2
+  //  - 256 x 128 with the pre-pass: w1/w3 M = 2048 59.9 / 58.3 / 70.1 -> 55.5 / 53.2 / 61.6;
+  //    w2 M = 2048 59.0 / 57.6 / 70.2 -> 59.0 / 57.2 / 66.4; wo_b M = 2048 205.2 / 198.3 / 244.4
+  //    -> 209.1 / 198.3 / 231.8, M = 256 37.1 / 36.5 / 42.5 -> 36.7 / 36.5 / 39.4; wq_b M = 2048
+  //    235.2 / 228.6 / 291.3 -> 254.3 / 244.7 / 292.6, M = 256 35.5 / 34.9 / 41.8 -> 36.7 / 35.5 /
+  //    41.1 (FP4 wq_b, and NVFP4 wo_b at M = 2048, keep the pre-pass: the rule above).
+  //  Every case passed QGEMMConformance, QGEMMLargeM and GraphLargeM with XN=2, also with the
+  //  64 x 128 or 128 x 64 tiles forced (ALT=1, TILE=1).
+  //  An earlier layout (16-byte reads of the quad's words and selects, the weights not
+  //  swizzled) was slower, FP8-block most (ptxas serialized its wgmma, C7513): 10:31 call.
+  static const int xnmode = env_int("DSV4GO_QGEMM_XN", -1);
   const int ntiles = npad / 16;
   const int rb = (ntiles + L::ROWT - 1) / L::ROWT, tb = (M + 127) / 128;
   const int kch = K / 128, sms = device_sms();
@@ -1114,9 +1145,9 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     if (small <= 0x7fffffff &&
         (tilemode > 0 || (splits > 1 && per <= 4 && 8 * small >= 7LL * sms && small <= sms)))
     {
-      if (xsmode > 0) {
-        const int r = launch_ws<FMT, 2, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
-        if (r != DSV4C_ERR_SHAPE || xsmode == 2) return r;
+      if (xnmode != 0) {
+        const int r = launch_ws<FMT, 3, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
+        if (r != DSV4C_ERR_SHAPE || xnmode == 2) return r;
       }
       return launch_ws<FMT, 0, 8, 64>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, small, nullptr, st);
     }
@@ -1189,16 +1220,16 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     if (alt <= 0x7fffffff && (altmode > 0 || (splits > 1 && kch <= 32 && 8 * alt >= 7LL * sms && alt <= sms))) {
       const long long pb = (alt + sms - 1) / sms * kch; // chunks per block
       int r = 0;
-      auto xs = [&] {
-        return launch_ws<FMT, 2, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
-      };
-      if (xsmode > 0 && ((r = xs()) != DSV4C_ERR_SHAPE || xsmode == 2)) return r;
+      // XM 3 first (ALTXP=1 forces the pre-pass instead unless XN > 0)
+      if (xnmode > 0 || (xnmode < 0 && altxp <= 0)) {
+        r = launch_ws<FMT, 3, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
+        if (r != DSV4C_ERR_SHAPE || xnmode == 2) return r;
+      }
       if ((altxp > 0 || (altxp < 0 && rb4 >= 4 && pb >= 8)) &&
           with_xp([&](const void *xp) {
             return launch_ws<FMT, 1, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, xp, st);
           }, &r))
         return r;
-      if (xsmode < 0 && (r = xs()) != DSV4C_ERR_SHAPE) return r;
       return launch_ws<FMT, 0, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
     }
   }
@@ -1208,7 +1239,14 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // block runs >= 8 chunks: then the bulk copies save more than the pass costs (it reads and
   // writes x once).
   const long long per_block = (units + sms - 1) / sms * per;
-  if (xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8)) {
+  const bool prepass = xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8);
+  // XM 3 (DSV4GO_QGEMM_XN above) unless the pre-pass is forced (XPERM=1) or would run for an
+  // FP4 matrix of more than 2,048 rows
+  if (xnmode > 0 || (xnmode < 0 && xpmode <= 0 && !(prepass && FMT != DSV4C_FMT_FP8B && N > 2048))) {
+    const int r = launch_ws<FMT, 3>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, nullptr, st);
+    if (r != DSV4C_ERR_SHAPE || xnmode == 2) return r;
+  }
+  if (prepass) {
     int r = 0;
     if (with_xp([&](const void *xp) {
           return launch_ws<FMT, 1>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);

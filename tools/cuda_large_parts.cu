@@ -6,9 +6,10 @@
 //   xperm / xperm (PDL)   the x pre-pass alone (xperm_kernel; an ordinary launch as in the
 //                         library, or with the programmatic-dependent-launch attribute);
 //   gemm 64x128 (xp ready) the 64 x 128-tile GEMM alone on an x already in the tile image
-//                         (the library's kernel for wkv at M = 2048: what that call would cost
-//                         if the pre-pass were free; for the other shapes the library runs
-//                         256 x 128 tiles, so there the row is only a comparison);
+//                         (XM 1: the library's kernel for wkv at M = 2048 until session 8,
+//                         what that call cost without its pre-pass; since session 8 the call
+//                         runs XM 3 (x in natural order) instead; for the other shapes the
+//                         library runs 256 x 128 tiles, so there the row is only a comparison);
 //   xperm + gemm 64x128   both, without the library's pool allocation and free nodes;
 // Build (make cuda-bins): nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
 //   -Ikernels/cuda/csrc -Itools -o out/cuda/large_parts tools/cuda_large_parts.cu

@@ -756,11 +756,11 @@ func TestGraphStreamChain(t *testing.T) {
 	}
 }
 
-// TestGraphLargeM captures large-M GEMMs that rearrange x in a pre-pass when run eagerly
-// (several row blocks, >= 8 chunks per block) into a CUDA graph and checks that replays
-// reproduce the eager result bit for bit (no split-K: no atomics). Under capture the pre-pass's
-// buffer is a graph allocation node; with DSV4GO_QGEMM_XPERM_GRAPH=0 the captured kernel
-// stages x itself, which must give the same bits as well.
+// TestGraphLargeM captures large-M GEMMs (several row blocks, >= 8 chunks per block, no
+// split-K) into a CUDA graph and checks that replays reproduce the eager result bit for bit:
+// x by tensor-map copies (the map captured by value), and x rearranged by the pre-pass, whose
+// buffer is then a graph allocation node; with DSV4GO_QGEMM_XPERM_GRAPH=0 the captured call
+// stages x with 4-byte copies instead, which must give the same bits as well.
 func TestGraphLargeM(t *testing.T) {
 	d := device(t)
 	r := rng(t)
@@ -775,7 +775,8 @@ func TestGraphLargeM(t *testing.T) {
 		// by value): 256 x 128 tiles, then the 128 x 64 tiles
 		{qcase{NVFP4, 1100, 2048}, 1000}, {qcase{FP8Block, 4352, 256}, 4000}, {qcase{MXFP4, 4096, 2048}, 256},
 		// the x pre-pass (an FP4 matrix of more than 2,048 rows): its buffer is a graph
-		// allocation node, or with DSV4GO_QGEMM_XPERM_GRAPH=0 the kernel stages x itself
+		// allocation node, or with DSV4GO_QGEMM_XPERM_GRAPH=0 the captured call stages x with
+		// 4-byte copies (same order of sums, same bits)
 		{qcase{NVFP4, 4096, 1024}, 1000}} {
 		p, _ := packRandom(t, r, c.q)
 		w, err := d.UploadWeight(p)
@@ -866,10 +867,13 @@ func TestQGEMMLargeM(t *testing.T) {
 		// reduce in a cluster
 		{qcase{NVFP4, 512, 2560}, []int{256}, 0},
 		{qcase{FP8Block, 384, 1280}, []int{192}, 0},
-		// x rearranged once per call into the kernel's tile layout (rb >= 4 row blocks, >= 8
-		// chunks per block; ragged M: tokens past M zero), several units per block
+		// rb >= 4 row blocks, >= 8 chunks per block, several units per block, ragged M (tokens
+		// past M zero): x by tensor-map copies by default (FP8-block, and FP4 of <= 2,048 rows;
+		// DSV4GO_QGEMM_XN=0 or XPERM=1: rearranged once per call by the pre-pass), and an FP4
+		// matrix of more than 2,048 rows, which takes the pre-pass by default
 		{qcase{FP8Block, 4352, 256}, []int{4000}, 0},
 		{qcase{NVFP4, 1100, 2048}, []int{1000}, 0},
+		{qcase{NVFP4, 4096, 1024}, []int{1000}, 0},
 		// 256 x 128 tiles would split K into splits of <= 4 chunks, 128 x 64 tiles fill the SMs:
 		// unsplit 128-row x 64-token tiles (expert w2 at M = 256; ragged rows and tokens)
 		{qcase{NVFP4, 4096, 2048}, []int{256}, 0},
@@ -900,8 +904,9 @@ func TestQGEMMLargeM(t *testing.T) {
 	})
 	// Split-K results are deterministic: a second call and a CUDA-graph replay of the call give
 	// the same bits (the splits are summed in split order, not by atomics; the previous
-	// reduction, DSV4GO_QGEMM_SPLITRED=0, may use atomics, and so does a captured call with
-	// DSV4GO_QGEMM_XPERM_GRAPH=0, which leaves the scratch buffer's allocation node out).
+	// reduction, DSV4GO_QGEMM_SPLITRED=0, may use atomics; a captured call with
+	// DSV4GO_QGEMM_XPERM_GRAPH=0 leaves the scratch buffer's allocation node out and reduces
+	// split-K that way (clusters or atomics), so its bits may differ from the eager call's).
 	if os.Getenv("DSV4GO_QGEMM_SPLITRED") == "0" {
 		return
 	}

@@ -60,8 +60,9 @@
 // never / always uses its 128 x 64 tiles, DSV4GO_QGEMM_ALT=0 / 1 its 64 x 128 tiles
 // (DSV4GO_QGEMM_ALTXP=0 / 1: their pre-pass off / on), DSV4GO_QGEMM_XN=0 / 1 never / always
 // loads x in natural order by tensor-map copies with A decoded in natural order (default: all
-// but FP4 matrices of more than 2,048 rows where the pre-pass would run; 2: always, failing
-// instead of falling back), DSV4GO_QGEMM_SPLITRED=0 reduces split-K in clusters or with atomics
+// but FP4 matrices of more than 2,048 rows where the pre-pass would run, and where XPERM=1 or
+// ALTXP=1 forces the pre-pass; so XPERM=0 now means this path there, not the 4-byte copies; 2:
+// always, failing instead of falling back), DSV4GO_QGEMM_SPLITRED=0 reduces split-K in clusters or with atomics
 // instead of the scratch buffer.
 //
 // Errors from CUDA are *Error values carrying the operation, the cudaError_t code and its

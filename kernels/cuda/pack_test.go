@@ -110,84 +110,122 @@ func emulate(t *testing.T, p *Packed) []float64 {
 	return out
 }
 
-// emulateNat is emulate for csrc/qgemm_large.cu's decode_a_nat (XM 3): lane (g, t) builds
-// the A fragment of k16 step j in natural input order (registers 0 / 1: rows g / g + 8,
-// inputs 16j + 2t + {0, 1}; registers 2 / 3: inputs 16j + 8 + 2t + {0, 1}) from half t % 2 of
-// the words of steps t / 2 and 2 + t / 2 of lane (g, j), with lane-uniform instructions. The
-// tile passes through the shared-memory swizzle first (wsw_of: the producer stores uint4 d at
-// d ^ wsw(d)), and the words are read at decode_a_nat's swizzled addresses.
-func emulateNat(t *testing.T, p *Packed) []float64 {
+// emulateNat is emulate for csrc/qgemm_large.cu's XM 3 path (mirrored bit for bit: change
+// both): lane (g, t) builds the A fragment of k16 step j in natural input order (registers 0 /
+// 1: rows g / g + 8, inputs 16j + 2t + {0, 1}; registers 2 / 3: inputs 16j + 8 + 2t + {0, 1})
+// from half t % 2 of the words of steps t / 2 and 2 + t / 2 of lane (g, j), with lane-uniform
+// instructions (decode_a_nat). The ring stage is built as the producer's load_w builds it for
+// a block of rowt row tiles (thread tid of pass q copies uint4 tid of row tile q * RSTEP +
+// tid / PER to q * 128 + tid, XORed by wsw_of(tid); past the last row tile it copies the last
+// one again), and read at the consumer's offsets; every read instruction must be free of
+// shared-memory bank conflicts (the swizzle's purpose).
+func emulateNat(t *testing.T, p *Packed, rowt int) []float64 {
 	n, k := p.N, p.K
-	kt := k / 64
+	kt, ntiles := k/64, p.NPad/16
 	out := make([]float64, n*k)
 	const m, mag, sg = 0x81C081C0, 0x01C001C0, 0x80008000
-	for rt := 0; rt < p.NPad/16; rt++ {
-		for tt := 0; tt < kt; tt++ {
-			c, h := tt/2, tt%2
-			// the tile in shared memory: uint4 d at d ^ wsw(d)
-			wq := 1
-			if p.Format == FP8Block {
-				wq = 2
+	wq := 1
+	if p.Format == FP8Block {
+		wq = 2
+	}
+	per := 64 * wq // uint4 per row tile and chunk
+	rstep := 128 / per
+	wsw := func(d int) int {
+		if wq == 2 {
+			return d >> 3 & 7
+		}
+		return d >> 3 & 3
+	}
+	// conflictFree checks one warp-wide 32-bit shared-memory read: lanes reading the same
+	// word share it, different words must sit in different banks
+	conflictFree := func(what string, addr [32]int) {
+		bank := map[int]int{}
+		for _, a := range addr {
+			if w, ok := bank[a/4%32]; ok && w != a/4 {
+				t.Fatalf("%s: bank conflict (words %d and %d)", what, w, a/4)
 			}
-			tile := p.Data[(rt*kt+tt)*512*wq:][:512*wq]
-			sm := make([]byte, len(tile))
-			for d := 0; d < 32*wq; d++ {
-				wsw := d >> 3 & 3
-				if wq == 2 {
-					wsw = d >> 3 & 7
-				}
-				copy(sm[(d^wsw)*16:][:16], tile[d*16:][:16])
-			}
-			for lane := 0; lane < 32; lane++ {
-				g, tq := lane>>2, lane&3
-				for j := 0; j < 4; j++ {
-					src := 4*g + j // the quad lane whose words this step reads
-					var regs, sc [4]uint32
-					switch p.Format {
-					case NVFP4, MXFP4:
-						// words t / 2 and 2 + t / 2 of lane (g, j), swizzled
-						at := (4*g+(j^(g>>1)))*16 + 4*(tq>>1)
-						x, y := le32(sm[at:]), le32(sm[at+8:])
-						mg, ms, sh := uint32(64), uint32(2), uint(0)
-						if tq&1 != 0 {
-							mg, ms, sh = 1, 4, 7
-						}
-						half := func(q uint32) (uint32, uint32) {
-							return q * mg & m, (q*8)>>sh&mag | q*ms&sg
-						}
-						regs[0], regs[1] = half(x)
-						regs[2], regs[3] = half(y)
-						var sw uint32
-						var smul, sadd uint32
-						if p.Format == NVFP4 {
-							sw = le32(p.Scales[(rt*(k/128)+c)*128+src*4:])
-							smul, sadd = 16, 0x7680
-						} else {
-							sw = le32(p.Scales[(rt*(k/128)+c)*64+g*8+(j>>1)*4:])
-							smul, sadd = 128, 0
-						}
-						sgv, sg8 := emuScalePair(sw, h*2, smul, sadd), emuScalePair(sw, h*2+1, smul, sadd)
-						sc = [4]uint32{sgv, sg8, sgv, sg8}
-					case FP8Block:
-						x := le32(sm[(8*g+((2*j)^g))*16+4*tq:])
-						y := le32(sm[(8*g+((2*j+1)^g))*16+4*tq:])
-						regs = [4]uint32{emuDecE4M3(x, 0), emuDecE4M3(x, 2), emuDecE4M3(y, 0), emuDecE4M3(y, 2)}
-						s := emuScalePair(uint32(p.Scales[(rt>>3)*(k/128)+tt/2]), 0, 128, 0)
-						sc = [4]uint32{s, s, s, s}
+			bank[a/4%32] = a / 4
+		}
+	}
+	for brt0 := 0; brt0 < ntiles; brt0 += rowt {
+		rlim := ntiles - 1 - brt0
+		for c := 0; c < k/128; c++ {
+			stage := make([]byte, rowt*per*16)
+			for tid := 0; tid < 128; tid++ {
+				r0, rem := tid/per, tid%per
+				src := r0 // row tile of the block this thread copies from
+				for q := 0; q < rowt/rstep; q++ {
+					r := r0 + q*rstep
+					from := p.Data[((brt0+src)*kt+2*c)*32*wq*16+rem*16:][:16]
+					copy(stage[((q*128+tid)^wsw(tid))*16:][:16], from)
+					if r+rstep <= rlim {
+						src += rstep
 					}
-					for r := 0; r < 4; r++ {
-						for e := 0; e < 2; e++ {
-							v := bmulExact(t, bf16(regs[r]>>(16*e)), bf16(sc[r]>>(16*e)))
-							row := rt*16 + g + 8*(r&1)
-							col := tt*64 + 16*j + 8*(r>>1) + 2*tq + e
-							if row >= n {
-								if v != 0 {
-									t.Fatalf("padding row %d not zero", row)
+				}
+			}
+			for rl := 0; rl < rowt && brt0+rl < ntiles; rl++ {
+				rt := brt0 + rl
+				for h := 0; h < 2; h++ {
+					tt := 2*c + h
+					q := (rl*2 + h) * 32 * wq * 16 // the tile's first byte in the stage
+					var ax, ay [4][32]int
+					for lane := 0; lane < 32; lane++ {
+						g, tq := lane>>2, lane&3
+						for j := 0; j < 4; j++ {
+							var regs, sc [4]uint32
+							switch p.Format {
+							case NVFP4, MXFP4:
+								// words t / 2 and 2 + t / 2 of lane (g, j), swizzled
+								at := q + (4*g+(j^(g>>1)))*16 + 4*(tq>>1)
+								ax[j][lane], ay[j][lane] = at, at+8
+								x, y := le32(stage[at:]), le32(stage[at+8:])
+								mg, ms, sh := uint32(64), uint32(2), uint(0)
+								if tq&1 != 0 {
+									mg, ms, sh = 1, 4, 7
 								}
-								continue
+								half := func(q uint32) (uint32, uint32) {
+									return q * mg & m, (q*8)>>sh&mag | q*ms&sg
+								}
+								regs[0], regs[1] = half(x)
+								regs[2], regs[3] = half(y)
+								var sw uint32
+								var smul, sadd uint32
+								if p.Format == NVFP4 {
+									sw = le32(p.Scales[(rt*(k/128)+c)*128+(4*g+j)*4:])
+									smul, sadd = 16, 0x7680
+								} else {
+									sw = le32(p.Scales[(rt*(k/128)+c)*64+g*8+(j>>1)*4:])
+									smul, sadd = 128, 0
+								}
+								sgv, sg8 := emuScalePair(sw, h*2, smul, sadd), emuScalePair(sw, h*2+1, smul, sadd)
+								sc = [4]uint32{sgv, sg8, sgv, sg8}
+							case FP8Block:
+								ax[j][lane] = q + (8*g+((2*j)^g))*16 + 4*tq
+								ay[j][lane] = q + (8*g+((2*j+1)^g))*16 + 4*tq
+								x, y := le32(stage[ax[j][lane]:]), le32(stage[ay[j][lane]:])
+								regs = [4]uint32{emuDecE4M3(x, 0), emuDecE4M3(x, 2), emuDecE4M3(y, 0), emuDecE4M3(y, 2)}
+								s := emuScalePair(uint32(p.Scales[(rt>>3)*(k/128)+c]), 0, 128, 0)
+								sc = [4]uint32{s, s, s, s}
 							}
-							out[row*k+col] = v * float64(p.Alpha)
+							for r := 0; r < 4; r++ {
+								for e := 0; e < 2; e++ {
+									v := bmulExact(t, bf16(regs[r]>>(16*e)), bf16(sc[r]>>(16*e)))
+									row := rt*16 + g + 8*(r&1)
+									col := tt*64 + 16*j + 8*(r>>1) + 2*tq + e
+									if row >= n {
+										if v != 0 {
+											t.Fatalf("padding row %d not zero", row)
+										}
+										continue
+									}
+									out[row*k+col] = v * float64(p.Alpha)
+								}
+							}
 						}
+					}
+					for j := 0; j < 4; j++ {
+						conflictFree("first word", ax[j])
+						conflictFree("second word", ay[j])
 					}
 				}
 			}
@@ -304,7 +342,9 @@ func TestPackEmulatedDequantExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmpExact(t, "NVFP4", emulate(t, p), refNVFP4(w, s, g, c.n, c.k))
-			cmpExact(t, "NVFP4 natural order", emulateNat(t, p), refNVFP4(w, s, g, c.n, c.k))
+			for _, rowt := range []int{4, 8, 16} {
+				cmpExact(t, "NVFP4 natural order", emulateNat(t, p, rowt), refNVFP4(w, s, g, c.n, c.k))
+			}
 
 			w, s = randMXFP4(r, c.n, c.k)
 			p, err = PackMXFP4(w, s, c.n, c.k)
@@ -312,7 +352,9 @@ func TestPackEmulatedDequantExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmpExact(t, "MXFP4", emulate(t, p), refMXFP4(w, s, c.n, c.k))
-			cmpExact(t, "MXFP4 natural order", emulateNat(t, p), refMXFP4(w, s, c.n, c.k))
+			for _, rowt := range []int{4, 8, 16} {
+				cmpExact(t, "MXFP4 natural order", emulateNat(t, p, rowt), refMXFP4(w, s, c.n, c.k))
+			}
 
 			w, s = randFP8(r, c.n, c.k)
 			p, err = PackFP8Block(w, s, c.n, c.k)
@@ -320,7 +362,9 @@ func TestPackEmulatedDequantExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmpExact(t, "FP8", emulate(t, p), refFP8(w, s, c.n, c.k))
-			cmpExact(t, "FP8 natural order", emulateNat(t, p), refFP8(w, s, c.n, c.k))
+			for _, rowt := range []int{4, 8, 16} {
+				cmpExact(t, "FP8 natural order", emulateNat(t, p, rowt), refFP8(w, s, c.n, c.k))
+			}
 		})
 	}
 }

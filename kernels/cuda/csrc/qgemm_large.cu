@@ -290,7 +290,7 @@ __device__ __forceinline__ unsigned long long lg_now() {
 // Warpgroups 1 and 2 consume: per 64-input tile h and 64-row block mb, wait until the wgmma
 // group that last read the A registers of (h, mb) has completed (wait_group 2 NMB - 1: 3 on
 // the 256-row tile, 1 on the 128-row one; the groups issued since stay queued on the tensor
-// cores), decode 4 k16 steps of A (decode_a),
+// cores), decode 4 k16 steps of A (decode_a; XM 3: decode_a_nat),
 // issue 4 wgmma and commit; lane 0 of each consumer warp arrives on the slot's "empty"
 // mbarrier (8 arrivals) once the groups that read the slot have completed.
 // The grid is persistent: block b takes the work units b, b + gridDim.x, ... (unit = ROWT-tile
@@ -317,7 +317,8 @@ __device__ __forceinline__ unsigned long long lg_now() {
 // shared memory (d < 128 within each 128-uint4 group; the XOR changes bits 0-1 (FP4) or 0-2
 // (FP8-block) only): FP4 uint4 d = 32 (tile) + 4g + t goes to 4g + (t ^ (g / 2)), FP8-block uint4
 // d = 64 (tile) + 8g + 2t + i to 8g + ((2t + i) ^ g). Then the 8 lanes g of a quad position read
-// 8 different 16-byte bank groups in decode_a_nat.
+// 8 different 16-byte bank groups in decode_a_nat. Mirrored bit for bit, with load_w's copy
+// order and decode_a_nat, by kernels/cuda/pack_test.go emulateNat (CI, no GPU): change both.
 template <int FMT> __device__ __forceinline__ int wsw_of(int d) {
   return FMT == DSV4C_FMT_FP8B ? (d >> 3) & 7 : (d >> 3) & 3;
 }
@@ -336,7 +337,7 @@ template <int FMT> __device__ __forceinline__ int wsw_of(int d) {
 // uint4 (bytes 0-1 row g, 2-3 row g + 8). Each read is 32 bits; the swizzle puts the 8 rows g'
 // words of one read in 8 different bank groups (conflict-free). (Without it, 16-byte reads of
 // the quad lanes' uint4 and a select were slower: FP8-block's selects made ptxas serialize the
-// wgmma, C7513.)
+// wgmma, C7513.) Mirrored by pack_test.go emulateNat: change both.
 template <int FMT>
 __device__ __forceinline__ void decode_a_nat(const uint8_t *q, const uint32_t (&sw)[4], int h, int g, int t,
                                              uint32_t (&a)[4][4]) {
@@ -1095,9 +1096,12 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // order by the consumers (XM 3, decode_a_nat): x is not permuted anywhere. -1 (default): on
   // every tile except where the 256 x 128 tiles would take the x pre-pass for an FP4 matrix of
   // more than 2,048 rows (there the consumers' dearer decode costs more than the pre-pass
-  // saves); 0 never (session 7's paths: the pre-pass, else 4-byte copies); 1 on every tile; 2
-  // the same as 1 but failing (DSV4C_ERR_SHAPE) instead of falling back where no tensor map can
-  // be made (tests). Every other case falls back to the pre-pass or the 4-byte copies.
+  // saves: by the table below FP4 wq_b, wo_b and w2 at M = 2048, wq_b and wo_b at M = 256,
+  // where XM 3 is within +-1 % on NVFP4 wo_b and MXFP4 w2) and where DSV4GO_QGEMM_XPERM=1 or
+  // DSV4GO_QGEMM_ALTXP=1 forces the pre-pass; 0 never (the pre-pass, else 4-byte copies); 1 on
+  // every tile; 2 the same as 1 but failing (DSV4C_ERR_SHAPE) instead of falling back where no
+  // tensor map can be made (tests). Where the pre-pass gets no buffer, the 4-byte copies (same
+  // bits as the pre-pass; see the 256 x 128 rule below).
   // H200, same call (2026-11-30 10:38 UTC, cudabench, two runs each, NVFP4 / MXFP4 / FP8-block,
   // us, XN=0 -> XN=1):
   //  - 64 x 128 tiles, wkv M = 2048: 25.0 / 25.1 / 28.1 -> 17.8 / 17.7 / 19.3 (was the pre-pass)
@@ -1157,14 +1161,15 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // created or used during a capture). Checked on the H200 (2026-11-30 05:22 call):
   // TestGraphLargeM replays bit for bit, and captured M = 2048 NVFP4 calls took wo_b 204.7
   // against 245.8 us without the pass, wq_b 236.8 against 293.6, w1/w3 59.7 against 65.2.
-  // DSV4GO_QGEMM_XPERM_GRAPH=0: a captured call stages x in the kernel itself (and the graph
-  // has no allocation and free nodes, which cudaGraphAddChildGraphNode refuses).
+  // DSV4GO_QGEMM_XPERM_GRAPH=0: a captured call stages x with 4-byte copies where the pre-pass
+  // would run (same bits; and the graph has no allocation and free nodes, which
+  // cudaGraphAddChildGraphNode refuses).
   static const bool xpgraph = env_int("DSV4GO_QGEMM_XPERM_GRAPH", 1) != 0;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   const bool capturing = cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone;
   // with_xp runs xperm_kernel into a stream-ordered buffer, then launch(xp), then frees the
   // buffer, and returns true with the result in *r; false (nothing launched) when no buffer
-  // could be had: the kernel then stages x itself.
+  // could be had: the caller then stages x with 4-byte copies.
   auto with_xp = [&](auto launch, int *r) -> bool {
     if (capturing && !xpgraph) return false;
     const long long total = (long long)tb * (K / 64) * 1024; // 16-byte chunks of xp
@@ -1208,8 +1213,9 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // QGEMMLargeM|GraphLargeM with DSV4GO_QGEMM_ALT=1.
   // DSV4GO_QGEMM_ALT: -1 (default) by that rule, 0 never (main 264a6d8's dispatch), 1 whenever
   // the caller leaves the split to this function (tests). DSV4GO_QGEMM_ALTXP: x pre-pass for
-  // these tiles: -1 (default) by the rule below, 0 never, 1 always. Without it these tiles are
-  // far slower (08:03 call, wkv M = 2048: NVFP4 45.35 / 45.58 against 25.06 / 25.03 us, MXFP4
+  // these tiles: -1 (default) by the rule below where XM 3 does not run (XN=0), 0 never, 1
+  // always (and XM 3 off unless XN > 0). Session 6-7 measurements, before XM 3: without the
+  // pre-pass these tiles were far slower with the 4-byte copies (08:03 call, wkv M = 2048: NVFP4 45.35 / 45.58 against 25.06 / 25.03 us, MXFP4
   // 45.95 / 45.70 against 25.01 / 25.06, FP8-block 46.09 / 46.08 against 27.05 / 27.15; each
   // 64-row tile reads all of x, so the bulk copies of the pre-pass matter most here).
   static const int altmode = env_int("DSV4GO_QGEMM_ALT", -1);
@@ -1220,7 +1226,8 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     if (alt <= 0x7fffffff && (altmode > 0 || (splits > 1 && kch <= 32 && 8 * alt >= 7LL * sms && alt <= sms))) {
       const long long pb = (alt + sms - 1) / sms * kch; // chunks per block
       int r = 0;
-      // XM 3 first (ALTXP=1 forces the pre-pass instead unless XN > 0)
+      // XM 3 first (ALTXP=1 forces the pre-pass instead unless XN > 0); where the pre-pass
+      // gets no buffer, the 4-byte copies (the pre-pass's bits: below)
       if (xnmode > 0 || (xnmode < 0 && altxp <= 0)) {
         r = launch_ws<FMT, 3, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
         if (r != DSV4C_ERR_SHAPE || xnmode == 2) return r;
@@ -1241,18 +1248,21 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   const long long per_block = (units + sms - 1) / sms * per;
   const bool prepass = xpmode > 0 || (xpmode < 0 && rb >= 4 && per_block >= 8);
   // XM 3 (DSV4GO_QGEMM_XN above) unless the pre-pass is forced (XPERM=1) or would run for an
-  // FP4 matrix of more than 2,048 rows
+  // FP4 matrix of more than 2,048 rows. Where the pre-pass then gets no buffer (a capture with
+  // DSV4GO_QGEMM_XPERM_GRAPH=0, no pool memory), the 4-byte copies, not XM 3, although XM 3 is
+  // faster: they sum K in the pre-pass's order (XM 3 sums the same products in natural order,
+  // so the last bits differ), and a call's result should not depend on whether it was captured
+  // or on free memory (TestGraphLargeM with XPERM_GRAPH=0: H200, 11:10 call, XM 3 there gave
+  // -11.787859 against -11.787852 eagerly).
   if (xnmode > 0 || (xnmode < 0 && xpmode <= 0 && !(prepass && FMT != DSV4C_FMT_FP8B && N > 2048))) {
     const int r = launch_ws<FMT, 3>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, nullptr, st);
     if (r != DSV4C_ERR_SHAPE || xnmode == 2) return r;
   }
-  if (prepass) {
-    int r = 0;
-    if (with_xp([&](const void *xp) {
-          return launch_ws<FMT, 1>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);
-        }, &r))
-      return r;
-  }
+  int r = 0;
+  if (prepass && with_xp([&](const void *xp) {
+        return launch_ws<FMT, 1>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, xp, st);
+      }, &r))
+    return r;
   return launch_ws<FMT, 0>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb, splits, per, units, nullptr, st);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/cuda_bench_run.sh: everything the CUDA backend needs from one device call, in order:
 # conformance (default dispatch: predecode / streaming decode GEMV, wgmma for large M; then,
-# in one log, the decode tests with grouped launches all streaming, the earlier decode kernels,
+# in one log, the decode tests with grouped launches on the earlier kernel and on the streaming
+# kernel's power-of-two layout, the earlier decode kernels,
 # the predecode kernel off / with x per unit / with x first / with one row tile per block, the
 # large-M split-K reduced by clusters or atomics, x by tensor-map copies in natural order on
 # every tile (no fallback) and never (session 7's paths), each also with the 64 x 128 or
@@ -12,8 +13,8 @@
 # GEMVs' launch timeline (tools/cuda_stream_trace.cu, also with the predecode kernel off), the
 # full cudabench table, the M <= 16 rows again with the predecode kernel off
 # (DSV4GO_GEMV3_PREDEC=0: session 6's change undone) and with the earlier dispatch
-# (DSV4GO_GEMV3=0), the grouped MoE launches all on the streaming GEMV
-# (DSV4GO_GEMV3_GROUPED=1), and torch's comparator. (Session 5's version also ran the
+# (DSV4GO_GEMV3=0), the grouped MoE launches on the earlier split-K kernel
+# (DSV4GO_GEMV3_GROUPED=0), and torch's comparator. (Session 5's version also ran the
 # isolated-launch, LD=0, whole-ring-first, math-off and grouped-knob rows: git history.) Logs go
 # to $OUT (or /tmp/cudaout; the device tool returns at most 8 files, so pack them first there);
 # a summary is printed last.
@@ -36,10 +37,10 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_GROUPED=1" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XN=2" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XN=0" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XPERM_GRAPH=0"; do
+for v in "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3_FLAT=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XN=2" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XN=0" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XPERM_GRAPH=0"; do
   case $v in
   *QGEMM_*) re='QGEMMLargeM|GraphLargeM' ;;
-  *GROUPED*) re='QGEMMGrouped|GraphDecodeStep' ;;
+  *GROUPED*|*FLAT*) re='QGEMMGrouped|GraphDecodeStep' ;;
   *) re='QGEMMStream|QGEMMDecodeSplits|GEMVPath|GraphStreamChain' ;;
   esac
   env $v timeout 60 "$B/kernels-cuda.test" -test.count=1 -test.v -test.run "$re" >"$O/conf_v.txt" 2>&1
@@ -65,8 +66,8 @@ timeout 150 "$B/cudabench" -sweep=false >"$O/bench.txt" 2>&1; echo "rc=$?"
 echo "== cudabench M <= 16: predecode kernel off (DSV4GO_GEMV3_PREDEC=0), earlier dispatch (DSV4GO_GEMV3=0)"
 DSV4GO_GEMV3_PREDEC=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -grouped=false >"$O/bench_pd0.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -grouped=false >"$O/bench_prev.txt" 2>&1; echo "rc=$?"
-echo "== cudabench grouped MoE launches: all on the streaming GEMV (DSV4GO_GEMV3_GROUPED=1)"
-DSV4GO_GEMV3_GROUPED=1 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
+echo "== cudabench grouped MoE launches: on the earlier split-K kernel (DSV4GO_GEMV3_GROUPED=0)"
+DSV4GO_GEMV3_GROUPED=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
 
 
 echo "== torch comparator"
@@ -79,8 +80,8 @@ echo "-- predecode kernel off"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_pd0.txt"
 echo "-- earlier dispatch (DSV4GO_GEMV3=0)"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_prev.txt"
-echo "-- grouped: default | DSV4GO_GEMV3_GROUPED=1"
-grep -E '^\| 6 experts' "$O/bench.txt" "$O/bench_grouped.txt" | sed 's|^.*/||'
+echo "-- grouped: default | DSV4GO_GEMV3_GROUPED=0"
+grep -E '^\| [0-9]+ expert' "$O/bench.txt" "$O/bench_grouped.txt" | sed 's|^.*/||'
 echo "-- launch timeline (tools/cuda_stream_trace.cu)"
 cat "$O/stream_trace.txt"
 echo "-- launch timeline, predecode kernel off"

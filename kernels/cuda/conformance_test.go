@@ -457,12 +457,30 @@ func TestQGEMMGrouped(t *testing.T) {
 	d := device(t)
 	r := rng(t)
 	st := d.Stream()
-	// 192 x 512: the earlier grouped kernel; 2048 x 512 (4 groups = 512 row tiles): the
-	// streaming GEMV for FP8-block, and for every format with DSV4GO_GEMV3_GROUPED=1, with 2
-	// row tiles per block; 8448 x 512 (2,112 row tiles): 8 whole row tiles per block, the
-	// layout of a layer's real expert launches.
-	for _, fc := range []qcase{{NVFP4, 192, 512}, {MXFP4, 192, 512}, {FP8Block, 192, 512},
-		{NVFP4, 2048, 512}, {MXFP4, 2048, 512}, {FP8Block, 2048, 512}, {FP8Block, 8448, 512}} {
+	// On a 132-SM device with the default switches: 192 x 512 (4 groups = 48 row tiles): the
+	// earlier split-K kernel (too few row tiles for the streaming kernel); the others the
+	// streaming kernel's balanced layout (FLAT: 264 / G blocks per group, units split evenly
+	// over a block's warps): 2048 x 512 (4 groups) 1-2 row tiles per block, warps ending inside
+	// row tiles; 8448 x 512 a row tile per warp; 1024 x 384 (3 chunks) one unit per step, 3
+	// warps sharing a row tile; expert w1/w3 (12 groups; at M = 16 x does not fit beside the
+	// rings: the earlier kernel) and w2 (6 groups) as a V4-Flash layer launches them, warps
+	// starting and ending inside row tiles. With DSV4GO_GEMV3_FLAT=0 the streaming kernel's
+	// power-of-two layout, with DSV4GO_GEMV3_GROUPED=0 the earlier kernel for all.
+	four, twelve, six := []int32{3, 0, 3, 4}, []int32{3, 0, 3, 4, 1, 2, 2, 0, 4, 1, 3, 0}, []int32{4, 1, 0, 3, 2, 1}
+	check := d.SMs() == 132 // the kernel family, as TestGEMVPath checks it
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DSV4GO_GEMV") {
+			check = false
+		}
+	}
+	for _, gc := range []struct {
+		qcase
+		ids []int32
+	}{{qcase{NVFP4, 192, 512}, four}, {qcase{MXFP4, 192, 512}, four}, {qcase{FP8Block, 192, 512}, four},
+		{qcase{NVFP4, 2048, 512}, four}, {qcase{MXFP4, 2048, 512}, four}, {qcase{FP8Block, 2048, 512}, four},
+		{qcase{FP8Block, 8448, 512}, four}, {qcase{NVFP4, 1024, 384}, four},
+		{qcase{NVFP4, 2048, 4096}, twelve}, {qcase{MXFP4, 4096, 2048}, six}, {qcase{FP8Block, 4096, 2048}, six}} {
+		fc := gc.qcase
 		f, n, k := fc.f, fc.n, fc.k
 		const e = 5
 		var ps []*Packed
@@ -481,7 +499,7 @@ func TestQGEMMGrouped(t *testing.T) {
 		ws, err := d.UploadWeightStack(ps)
 		must(t, err)
 		for _, m := range []int{1, 3, 16} {
-			ids := []int32{3, 0, 3, 4}
+			ids := gc.ids
 			g := len(ids)
 			must(t, CheckExpertIDs(ids, e))
 			xb, xv := bf16Acts(r, g*m*k)
@@ -494,6 +512,13 @@ func TestQGEMMGrouped(t *testing.T) {
 			y0 := make([]float32, g*m*n)
 			poison(y0)
 			must(t, ybuf.UploadF32(y0), st.QGEMMGrouped(ws, ibuf, xbuf, ybuf, m, g, false))
+			want := 2 // streaming (balanced layout)
+			if n == 192 || m == 16 && (k == 4096 || f == FP8Block && k == 2048) {
+				want = 1 // earlier kernel: too few row tiles, or x too large beside the rings
+			}
+			if got := gemvPath(); check && got != want {
+				t.Errorf("%v %dx%d x %d groups M=%d: kernel family %d, want %d", f, n, k, g, m, got, want)
+			}
 			got := make([]float32, g*m*n)
 			must(t, ybuf.DownloadF32(got))
 			for z, id := range ids {

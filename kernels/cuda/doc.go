@@ -35,9 +35,11 @@
 // launch: the next GEMV of a CUDA graph is already scheduled while this one drains), keeps
 // split-K inside the block, or inside a thread-block cluster when the matrix has too few row
 // tiles to occupy the SMs (no memset node, no atomics, deterministic), and stages x with
-// 4-deep rings when x is too large for 8-deep ones. Grouped MoE launches of FP8-block weights
-// use it too. Shapes it declines (x larger than its shared memory, too few row tiles and no
-// cluster size that fixes it) and FP4 grouped launches use the earlier kernels of
+// 4-deep rings when x is too large for 8-deep ones. Grouped MoE launches use it in a balanced
+// layout: one wave of blocks, each owning a contiguous run of one expert's row tiles whose
+// units its 8 warps split evenly (partial row tiles meet in shared memory, added in a fixed
+// order), with x loaded ahead of the first weights. Shapes it declines (x larger than its
+// shared memory, too few row tiles and no cluster size that fixes it) use the earlier kernels of
 // csrc/qgemm.cu. Large M on compute capability 9.0 uses wgmma (csrc/qgemm_large.cu,
 // sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches
 // for benchmarks: DSV4GO_GEMV3_PREDEC=0 turns the predecode GEMV off (1 / 2: x loaded per unit /
@@ -49,8 +51,10 @@
 // DSV4GO_GEMV3_BPS=n change its ring depth, units per iteration and blocks per SM,
 // DSV4GO_GEMV3_PRE=n the units issued before the wait, DSV4GO_GEMV3_LD=0 / 1 schedules the
 // next grid at the wait / once x is staged, DSV4GO_GEMV3_CL=n sets the cluster size of its K
-// split (1: none), DSV4GO_GEMV3_SMALL=0 turns the 4-deep rings off, DSV4GO_GEMV3_GROUPED=1 /
-// 0 puts every / no grouped launch on it; DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one
+// split (1: none), DSV4GO_GEMV3_SMALL=0 turns the 4-deep rings off, DSV4GO_GEMV3_GROUPED=0
+// keeps grouped launches off it, DSV4GO_GEMV3_FLAT=0 puts them in its power-of-two layout
+// (whole row tiles per warp), DSV4GO_GEMV3_GPRE=n sets the units they issue before staging
+// x, DSV4GO_GEMV3_GXF=0 loads x after those; DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one
 // earlier decode kernel, DSV4GO_PDL=1 enables programmatic dependent launch for those,
 // DSV4GO_GEMV_BPS=n sets their split-K target (blocks per SM); DSV4GO_QGEMM_WGMMA=0 keeps
 // large M on mma.sync, DSV4GO_QGEMM_XPERM=0 / 1 turns its x pre-pass off / on for every

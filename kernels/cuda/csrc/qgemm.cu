@@ -737,9 +737,9 @@ template <int FMT, int MT>
 int launch_gemv(const void *w, const void *sc, long long wstride, long long sstride, int N,
                 int npad, int K, float alpha, const float *alphas, const int *ids, const void *x,
                 float *y, int M, int G, int accumulate, int splits, cudaStream_t st, int E = 1) {
-  // Split factor left to the kernels: the streaming kernel (qgemv_stream.cu) for one matrix,
-  // and for grouped FP8-block launches (DSV4GO_GEMV3_GROUPED=1 / 0: all / none), unless DSV4GO_GEMV3=0 or one of the
-  // switches below forces an older kernel.
+  // Split factor left to the kernels: the streaming kernel (qgemv_stream.cu) for one matrix
+  // and for grouped launches (DSV4GO_GEMV3_GROUPED=0: not for those), unless DSV4GO_GEMV3=0
+  // or one of the switches below forces an older kernel.
   if (splits <= 0 && !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(FMT, G > 1)) {
     const int r = dsv4c_qgemv_stream(FMT, w, sc, wstride, sstride, N, npad, K, alpha, alphas,
                                      ids, x, y, M, G, ids ? E : G, accumulate, st);

@@ -116,7 +116,7 @@ struct Groups {
   int G, E, bpg, cl, lgcl; // cl = 1 << lgcl (device code shifts by lgcl, the launch needs cl)
 };
 
-template <int FMT, int MT, int DEPTH, int UP, bool CLU>
+template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT>
 __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per SM anyway
     qgemv_stream_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                         int K, float alpha, const __nv_bfloat16 *x,
@@ -143,8 +143,6 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int cr = CLU ? (int)blockIdx.x & (gp.cl - 1) : 0; // rank in the cluster
   const int bx = CLU ? (int)blockIdx.x >> gp.lgcl : (int)blockIdx.x;
   const int grp = bx / gp.bpg, bl = bx - grp * gp.bpg;
-  const int rt0 = bl * R + rw;
-  const int rtEnd = min(ntiles, (bl + 1) * R);
   const int e = group_expert(gp.ids, grp);
   if (e < 0 || e >= gp.E) return; // invalid expert id: group left untouched (uniform per block)
   w += (size_t)e * gp.wstride;
@@ -152,12 +150,30 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   if (gp.alphas) alpha *= gp.alphas[e];
   x += (size_t)grp * M * K;
   y += (size_t)grp * M * N;
-  const int nrt = rt0 < rtEnd ? (rtEnd - rt0 + RW - 1) / RW : 0;
-  const int nchb = CLU ? nch >> gp.lgcl : nch, cb = cr * nchb; // this block's chunks: cb .. cb + nchb - 1
-  const int pc = (nchb + KW - 1) >> lgkw;
-  const int c0 = cb + kw * pc;
-  const int ncw = max(0, min(cb + nchb, c0 + pc) - c0);
-  const int nu = nrt * ncw; // warp-uniform
+  // FLAT (balanced launches, see the launcher): the block owns row tiles ta .. tb-1 of its
+  // group, whose units (row tile, chunk) are contiguous in memory in that order; warp w streams
+  // units ua .. ub-1 of them (counted from the block's first), cut at whole UP-unit steps, so a
+  // warp may start and end inside a row tile. P: the block's steps.
+  int rt0, rtEnd, c0, ncw, nu, ta = 0, P = 0;
+  if constexpr (FLAT) {
+    ta = (int)((long long)bl * ntiles / gp.bpg);
+    rtEnd = (int)((long long)(bl + 1) * ntiles / gp.bpg);
+    P = (rtEnd - ta) * nch / UP;
+    const int ua = warp * P / 8 * UP, ub = (warp + 1) * P / 8 * UP;
+    rt0 = ta + ua / nch;
+    c0 = ua % nch;
+    ncw = nch;
+    nu = ub - ua;
+  } else {
+    rt0 = bl * R + rw;
+    rtEnd = min(ntiles, (bl + 1) * R);
+    const int nrt = rt0 < rtEnd ? (rtEnd - rt0 + RW - 1) / RW : 0;
+    const int nchb = CLU ? nch >> gp.lgcl : nch, cb = cr * nchb; // this block's chunks: cb .. cb + nchb - 1
+    const int pc = (nchb + KW - 1) >> lgkw;
+    c0 = cb + kw * pc;
+    ncw = max(0, min(cb + nchb, c0 + pc) - c0);
+    nu = nrt * ncw; // warp-uniform
+  }
   uint8_t *const ring = reinterpret_cast<uint8_t *>(smem) + (size_t)warp * DEPTH * U::SLOT;
 
   // Issue side: the next unit's source pointers (this lane's pieces), how many units and
@@ -167,8 +183,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // the unrolled phases below.
   const uint4 *wi = w + ((size_t)rt0 * KT + 2 * c0) * (32 * WQ) + lane;
   const uint8_t *si = sc + ((size_t)rt0 * nch + c0) * U::SBYTES + lane * 16;
-  const long long wjump = ((long long)RW * KT - 2 * ncw) * (32 * WQ);
-  const long long sjump = ((long long)RW * nch - ncw) * U::SBYTES;
+  const long long wjump = FLAT ? 0 : ((long long)RW * KT - 2 * ncw) * (32 * WQ);
+  const long long sjump = FLAT ? 0 : ((long long)RW * nch - ncw) * U::SBYTES;
   int ci = ncw, lefti = nu;
   auto issue = [&](uint8_t *slot) {
     if (lefti > 0) {
@@ -190,8 +206,27 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // Only the first pre units go out before the wait: x is read right after it, and its
   // loads complete only after the weight loads issued ahead of them (measured: with all
   // DEPTH - UP units ahead, x arrived late enough to idle the decode; BENCHMARKS.md).
-  // Grouped launches read the expert ids after the wait and issue nothing before it.
-  const int mypre = gp.ids ? 0 : pre;
+  // Grouped launches read the expert ids after the wait (group_expert, above): the power-of-two
+  // layout issues nothing before x is staged, the balanced one (FLAT) its first pre & 255
+  // units, and with pre & 256 its loads of x (up to XF 16-byte pieces per thread) ahead of
+  // them, so that x arrives first and the stream starts at once (x is past the wait here).
+  constexpr int XF = 4;
+  uint4 xr[XF];
+  const int segs = K / 8;
+  const bool xf = FLAT && gp.ids && (pre & 256) && M * segs <= XF * 256;
+  if constexpr (FLAT) {
+    if (xf) {
+#pragma unroll
+      for (int r = 0; r < XF; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (i < M * segs) {
+          const int row = i / segs, seg = i - row * segs;
+          xr[r] = *reinterpret_cast<const uint4 *>(x + (size_t)row * K + seg * 8);
+        }
+      }
+    }
+  }
+  const int mypre = !FLAT ? (gp.ids ? 0 : pre) : pre & 255;
 #pragma unroll
   for (int i = 0; i < DEPTH - UP; i++)
     if (i < mypre) issue(ring + i * U::SLOT);
@@ -210,10 +245,20 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   __nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(reinterpret_cast<uint8_t *>(smem) + (size_t)8 * DEPTH * U::SLOT);
   __nv_bfloat16 *zs = xs + M * XR; // ZSTRIP zero bf16
   {
-    const int segs = K / 8;
-    for (int i = threadIdx.x; i < M * segs; i += 256) {
-      const int row = i / segs, seg = i - row * segs;
-      *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = *reinterpret_cast<const uint4 *>(x + (size_t)row * K + seg * 8);
+    if (FLAT && xf) {
+#pragma unroll
+      for (int r = 0; r < XF; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (i < M * segs) {
+          const int row = i / segs, seg = i - row * segs;
+          *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = xr[r];
+        }
+      }
+    } else {
+      for (int i = threadIdx.x; i < M * segs; i += 256) {
+        const int row = i / segs, seg = i - row * segs;
+        *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = *reinterpret_cast<const uint4 *>(x + (size_t)row * K + seg * 8);
+      }
     }
     for (int i = threadIdx.x; i < ZSTRIP / 8; i += 256) reinterpret_cast<uint4 *>(zs)[i] = make_uint4(0, 0, 0, 0);
     __syncthreads();
@@ -243,7 +288,16 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   }
   const int sOff = FMT == DSV4C_FMT_NVFP4 ? lane * 4 : g * 8 + (t >> 1) * 4;
   int rtc = rt0, cc = c0;
-  const int cEnd = c0 + ncw;
+  const int cEnd = FLAT ? nch : c0 + ncw;
+  // FLAT: a warp's partial sum of a row tile it entered past chunk 0 goes to its slot here
+  // (after x's zero strip), for the warp that holds the tile's chunk 0 to add (below).
+  float *const red = reinterpret_cast<float *>(zs + ZSTRIP);
+  auto to_slot = [&](const float (&v)[1][MT][4]) {
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) red[((warp * MT + n) * 4 + k) * 32 + lane] = v[0][n][k];
+  };
 
   // one loop step: wait for the UP units in slots s0 .. s0+UP-1, refill the UP slots freed by
   // the previous step, decode and multiply.
@@ -297,10 +351,13 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     }
     cc += UP;
     if (cc == cEnd) { // the warp's part of row tile rtc is done
-      if (KW == 1) {
+      if (FLAT || KW == 1) {
         float sum[1][MT][4];
         total(sum);
-        store_acc<1, MT>(sum, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+        if (FLAT && rtc == rt0 && c0 != 0)
+          to_slot(sum); // entered past chunk 0: another warp adds it
+        else
+          store_acc<1, MT>(sum, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -308,8 +365,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 #pragma unroll
             for (int k = 0; k < 4; k++) acc[j][n][k] = 0.f;
       }
-      cc = c0;
-      rtc += RW;
+      cc = FLAT ? 0 : c0;
+      rtc += FLAT ? 1 : RW;
     }
   };
   // The ring cycles through its DEPTH slots every DEPTH / UP steps: unrolled, so that every
@@ -324,11 +381,35 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   __syncthreads(); // the block's end, not warp 0's, when warps own whole row tiles
 #endif
   TRACE(5);
+  if constexpr (FLAT) {
+    // The row tile the warp's units end inside (if any): a warp that entered it past chunk 0
+    // leaves its sum in its slot; the one holding its chunk 0 adds the later warps' slots in
+    // warp order (deterministic) and stores. Row tiles the warp covers whole were stored above.
+    const bool pend = nu > 0 && cc != 0;
+    float part[1][MT][4];
+    total(part);
+    const bool give = pend && rtc == rt0 && c0 != 0;
+    if (give) to_slot(part);
+    __syncthreads();
+    if (!pend || give) return;
+    const int tend = (rtc + 1 - ta) * nch; // the tile's end, in units from the block's first
+    for (int j = warp + 1; j < 8; j++) {
+      const int ja = j * P / 8 * UP, jb = (j + 1) * P / 8 * UP;
+      if (ja >= tend) break;
+      if (ja == jb) continue;
+#pragma unroll
+      for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) part[0][n][k] += red[((j * MT + n) * 4 + k) * 32 + lane];
+      if (jb >= tend) break;
+    }
+    store_acc<1, MT>(part, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+    return;
+  }
   if (KW == 1) return;
 
   // K-slices: one row tile per warp column (R == RW); reduce in fixed order through shared
   // memory past x.
-  float *red = reinterpret_cast<float *>(zs + ZSTRIP);
   float part[1][MT][4];
   total(part);
   if (kw > 0) {
@@ -387,7 +468,10 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 // programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2: the
 // grid is one wave of two blocks per SM; the next grid's blocks start as these retire);
 // DSV4GO_GEMV3_LD = where the next grid is scheduled (0: at the wait, 1: once x is staged);
-// DSV4GO_GEMV3_CL = cluster size for K splits (1: none); DSV4GO_GEMV3_SMALL=0: no 4-deep rings.
+// DSV4GO_GEMV3_CL = cluster size for K splits (1: none); DSV4GO_GEMV3_SMALL=0: no 4-deep rings;
+// grouped launches: DSV4GO_GEMV3_FLAT=0 the power-of-two layout instead of the balanced one,
+// DSV4GO_GEMV3_GPRE = units issued after the expert ids and before x is staged (balanced
+// layout), DSV4GO_GEMV3_GXF=0 x's loads after those units instead of before.
 // Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and, with K-slices,
 // their reduction scratch. At most STREAM_SMEM_MAX (two blocks per SM on sm_90's 228 KB) and
 // the device's opt-in limit; when x does not fit beside the rings (large M x K) the launcher
@@ -430,14 +514,15 @@ template <typename Kern> int cluster_fits(std::atomic<int> (&cache)[64][3], Kern
   return max_clusters(kern, lc.cfg, cl, cache) >= 1 ? 0 : DSV4C_ERR_SHAPE;
 }
 
-template <int FMT, int MT, int DEPTH, int UP, bool CLU>
+template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT = false>
 int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, lgkw, gp.cl);
+  // FLAT: one partial-sum slot per warp, as many as K-slices of 8 warps (lgkw 3) need
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 3 : lgkw, FLAT ? 2 : gp.cl);
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
-  auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU>;
+  auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU, FLAT>;
   static DeviceOnce smemOptIn; // per instantiation and device
   if (int e = opt_in_smem(smemOptIn, kern, cap)) return e;
   static std::atomic<int> clusterFits[64][3]; // per device and cluster size 2, 4, 8
@@ -461,7 +546,15 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   // 4.06 against 4.20 us at M = 1, 4.48 against 4.67 at M = 4); all DEPTH - UP for FP8-block
   // (its 2 KB units: 3 measured as good as 2). DSV4GO_GEMV3_PRE overrides.
   static const int pre_env = env_int("DSV4GO_GEMV3_PRE", -1);
-  const int pre = min(DEPTH - UP, pre_env >= 0 ? pre_env
+  // Balanced grouped launches (FLAT with expert ids): x's first loads (pre & 256), then 3 units,
+  // then x is staged. Same call (2026-11-30 12:04, NVFP4 M = 1, us; 12 w1/w3 matrices, 6 w2):
+  // units 0 / 2 / 3 / 4 / 6 19.04 / 18.30 / 18.25 / 18.31 / 18.30 and 11.61 / 10.79 / 10.56 /
+  // 10.64 / 10.70; x after the 3 units (DSV4GO_GEMV3_GXF=0) 18.58 and 11.15. FP8-block: within
+  // 1 % from 2 units up.
+  static const int gpre_env = env_int("DSV4GO_GEMV3_GPRE", 3);
+  static const bool gxf = env_int("DSV4GO_GEMV3_GXF", 1) != 0;
+  const int pre = (FLAT && gp.ids && gxf ? 256 : 0) | min(DEPTH - UP, FLAT && gp.ids ? gpre_env
+                                  : pre_env >= 0 ? pre_env
                                   : FMT == DSV4C_FMT_FP8B ? DEPTH - UP
                                   : upw <= 2              ? 1
                                   : upw <= 4              ? upw
@@ -782,7 +875,40 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   static const int bps = max(1, env_int("DSV4GO_GEMV3_BPS", 2));
   static const int depth = env_int("DSV4GO_GEMV3_DEPTH", 1);
   static const int up = env_int("DSV4GO_GEMV3_UP", 2);
+  static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
   const int ntiles = npad / 16;
+  // Grouped launches (MoE experts), balanced (FLAT): bps * SMs / G blocks per group (one wave),
+  // each owning a contiguous run of its group's row tiles (ntiles / bpg, rounded either way),
+  // whose units the 8 warps split evenly at unit granularity (a warp may start or end inside
+  // a row tile; those partial sums meet in shared memory, added in warp order). With whole row
+  // tiles per warp and power-of-two blocks (below) 12 expert w1/w3 matrices made 192 blocks
+  // for 264 slots: 60 SMs streamed twice the bytes of the other 72. Same call (2026-11-30
+  // 11:50, NVFP4, M = 1 / 4 / 16, us): 12 w1/w3 matrices 19.31 / 20.05 / 26.81 (M = 16: x does
+  // not fit, the earlier kernel) against 22.39 / 22.99 / 26.85 in the power-of-two layout;
+  // 6 w2 11.17 / 11.72 / 13.63 against 12.75 / 13.16 / 15.62. With x loaded first and 3 units
+  // issued before x is staged (the launch_depth defaults; 12:04): 18.26 / 19.35 and 10.56 /
+  // 11.15; the earlier split-K kernel 19.68 / 20.01 / 26.82 and 11.42 / 12.34 / 16.75.
+  // DSV4GO_GEMV3_FLAT=0 keeps the power-of-two layout.
+  static const int flat = env_int("DSV4GO_GEMV3_FLAT", 1);
+  if (gp.G > 1 && flat != 0) {
+    const int nch = K / 128;
+    gp.bpg = (int)max(1LL, min((long long)ntiles, (long long)sms * bps / gp.G));
+    gp.cl = 1;
+    gp.lgcl = 0;
+    if (2LL * gp.G * gp.bpg < sms || (long long)gp.G * gp.bpg > 0x7fffffff) return DSV4C_ERR_SHAPE;
+    const int upw = (int)(((long long)(ntiles + gp.bpg - 1) / gp.bpg * nch + 7) / 8);
+    const bool pair = up != 1 && nch % 2 == 0;
+#define FLATL(D, P) launch_depth<FMT, MT, D, P, false, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, 0, 0, accumulate, gp, st)
+    if constexpr (FMT == DSV4C_FMT_FP8B) {
+      return depth == 2 ? FLATL(5, 1) : FLATL(4, 1);
+    } else {
+      if (depth == 2) return pair ? FLATL(10, 2) : FLATL(10, 1);
+      const int r = pair ? FLATL(8, 2) : FLATL(8, 1);
+      if (r != DSV4C_ERR_SHAPE || !small) return r;
+      return pair ? FLATL(4, 2) : FLATL(4, 1); // x too large beside the 8-deep rings
+    }
+#undef FLATL
+  }
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as
   // well for grouped launches, where a block must not span two groups).
@@ -826,7 +952,6 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
 #define LAUNCH(D, P)                                                                           \
   (gp.cl > 1 ? launch_depth<FMT, MT, D, P, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st) \
              : launch_depth<FMT, MT, D, P, false>(upw, w, sc, ntiles, K, alpha, x, y, M, N, R, lgkw, accumulate, gp, st))
-  static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
   // FP4, one matrix, one row tile per block (or cluster), <= 4 units per warp: the predecode
   // kernel (above). Same call (2026-11-30 07:05, NVFP4, M = 1), against this file's streaming
   // kernel: expert w1/w3 2.65 against 4.02 us, w2 2.72 against 3.72, wkv 2.21 against 3.50; at M
@@ -894,11 +1019,11 @@ int dsv4c_qgemv_stream_enabled(int fmt, int grouped) {
   static const int grp = env_int("DSV4GO_GEMV3_GROUPED", -1);
   if (!on) return 0;
   if (!grouped) return 1;
-  // Grouped MoE launches: the streaming kernel is faster for FP8-block (12 expert matrices:
-  // 73.9 vs 71.5 % of copy bandwidth, 6 w2: 64.2 vs 58.5 %, same call), the earlier split-K
-  // kernel for FP4 (67.9 vs 59.3 %; BENCHMARKS.md "Decode this round"). DSV4GO_GEMV3_GROUPED=1
-  // / 0 forces one.
-  return grp >= 0 ? (grp != 0) : (fmt == DSV4C_FMT_FP8B);
+  // Grouped MoE launches: the streaming kernel in its balanced layout (FLAT) for every format
+  // (same call 2026-11-30 12:04, us at M = 1 against the earlier split-K kernel: NVFP4 12
+  // w1/w3 matrices 18.26 / 19.68, 6 w2 10.56 / 11.42; FP8-block 28.16 / 32.82, 15.68 / 18.22;
+  // see launch_stream). DSV4GO_GEMV3_GROUPED=0 forces the earlier kernel.
+  return grp >= 0 ? (grp != 0) : 1;
 }
 
 void dsv4c_gemv_path_set(int p) { gemv_path.store(p, std::memory_order_relaxed); }

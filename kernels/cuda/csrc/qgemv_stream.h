@@ -19,9 +19,8 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
                        int M, int G, int E, int accumulate, cudaStream_t st);
 
 // Whether the dispatch tries the streaming kernel for format fmt: 0 with DSV4GO_GEMV3=0 (the
-// switch back to the earlier decode kernels); for grouped launches (grouped != 0) by default
-// only for FP8-block (measured faster there, slower for FP4), DSV4GO_GEMV3_GROUPED=1 / 0 forces
-// it on / off for every format.
+// switch back to the earlier decode kernels); for grouped launches (grouped != 0) 1 unless
+// DSV4GO_GEMV3_GROUPED=0 (the earlier split-K kernel for them).
 int dsv4c_qgemv_stream_enabled(int fmt, int grouped);
 
 // Records the decode kernel family that launch_gemv used last (a DSV4C_GEMV_* value of

@@ -49,8 +49,15 @@ func main() {
 	grouped := flag.Bool("grouped", true, "also time the grouped MoE decode launches (at the M <= 16 of -m)")
 	only := flag.String("shapes", "", "time only the shapes whose name contains this text (e.g. wq_b; empty: all)")
 	single := flag.Bool("single", true, "time the single-matrix launches (false: only the grouped MoE launches)")
+	extra := flag.String("extra", "", "more single-matrix shapes to time, NxK,... (e.g. 33792x1024; N a multiple of 64, K of 128)")
+	groups := flag.String("groups", "12,6", "matrices per grouped launch: w1/w3, w2 (6 experts: 12 w1/w3 matrices, 6 w2)")
 	flag.Parse()
 	expertW13, expertW2 = shapes[0], shapes[1] // the grouped launches' shapes, whatever -shapes keeps
+	var err error
+	if groupW13, groupW2, err = parseGroups(*groups); err != nil {
+		fmt.Fprintln(os.Stderr, "cudabench:", err)
+		os.Exit(2)
+	}
 	if !*single {
 		shapes = nil
 	} else if *only != "" {
@@ -62,10 +69,32 @@ func main() {
 		}
 		shapes = keep
 	}
+	for _, f := range strings.Split(*extra, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		var n, k int
+		if _, err := fmt.Sscanf(f, "%dx%d", &n, &k); err != nil || n <= 0 || k <= 0 || n%64 != 0 || k%128 != 0 {
+			fmt.Fprintf(os.Stderr, "cudabench: bad -extra shape %q\n", f)
+			os.Exit(2)
+		}
+		shapes = append(shapes, shape{"extra " + f, n, k})
+	}
 	if err := run(*fmtList, *mList, *sweep, *grouped); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
 		os.Exit(1)
 	}
+}
+
+// groupW13 and groupW2 are the matrix counts of the two grouped MoE launches (-groups).
+var groupW13, groupW2 int
+
+func parseGroups(s string) (int, int, error) {
+	var a, b int
+	if _, err := fmt.Sscanf(s, "%d,%d", &a, &b); err != nil || a <= 0 || b <= 0 || a > 64 || b > 64 {
+		return 0, 0, fmt.Errorf("bad -groups %q (want two counts in 1..64, e.g. 12,6)", s)
+	}
+	return a, b, nil
 }
 
 func parseMs(s string) ([]int, error) {
@@ -165,7 +194,7 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 			name string
 			sh   shape
 			g    int
-		}{{"6 experts x (w1, w3)", expertW13, 12}, {"6 experts x w2", expertW2, 6}} {
+		}{{fmt.Sprintf("%d expert matrices w1/w3", groupW13), expertW13, groupW13}, {fmt.Sprintf("%d expert matrices w2", groupW2), expertW2, groupW2}} {
 			for _, m := range ms {
 				if m > 16 { // grouped launches are a decode form: M = tokens per expert <= 16
 					continue

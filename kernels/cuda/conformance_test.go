@@ -538,6 +538,33 @@ func TestQGEMMGrouped(t *testing.T) {
 					}
 				}
 			}
+			if n >= 1024 && m == 3 {
+				// The balanced layout with ids == nil (group z uses expert z, for the first
+				// min(g, e) groups; the others keep y) and accumulate (y += ...).
+				gn := min(g, e)
+				must(t, st.QGEMMGrouped(ws, nil, xbuf, ybuf, m, gn, true))
+				acc := make([]float32, g*m*n)
+				must(t, ybuf.DownloadF32(acc))
+				for z := 0; z < g; z++ {
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							want := float64(got[(z*m+i)*n+j])
+							sa := math.Abs(want)
+							if z < gn {
+								for kk := 0; kk < k; kk++ {
+									p := refs[z][j*k+kk] * xv[(z*m+i)*k+kk]
+									want += p
+									sa += math.Abs(p)
+								}
+							}
+							av := float64(acc[(z*m+i)*n+j])
+							if math.IsNaN(av) || math.Abs(av-want) > sa*0x1p-14+1e-30 {
+								t.Fatalf("%v m=%d ids=nil accumulate group %d y[%d][%d] = %g, want %g", f, m, z, i, j, av, want)
+							}
+						}
+					}
+				}
+			}
 			xbuf.Free()
 			ibuf.Free()
 			ybuf.Free()

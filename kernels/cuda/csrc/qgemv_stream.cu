@@ -33,7 +33,12 @@
 //  - K-slices of a row tile are reduced in shared memory at the end (fixed order), whole row
 //    tiles are stored as soon as they are done. A matrix with too few row tiles to give half
 //    the SMs a block (wkv: 32) splits K over a thread-block cluster instead, reduced through
-//    distributed shared memory in rank order. No memset node, no atomics, deterministic.
+//    distributed shared memory in rank order. No memset node, no atomics, deterministic;
+//  - grouped launches (MoE experts, expert ids read on the device) use a balanced layout
+//    (FLAT): each block owns a contiguous run of one expert's row tiles and its 8 warps split
+//    their units evenly, so a warp may start or end inside a row tile; partial sums of a row
+//    tile meet in shared memory and the warp holding its first chunk adds them in warp order.
+//    After the ids, x's loads (small x) and 3 units go out before x is staged.
 // The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (FP4: 8-deep,
 // then 4-deep; FP8-block: 4-deep), or when the grid would leave half the SMs idle and no
 // cluster size fixes it (grouped launches, no power-of-two split of the chunks, devices without
@@ -208,14 +213,18 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // DEPTH - UP units ahead, x arrived late enough to idle the decode; BENCHMARKS.md).
   // Grouped launches read the expert ids after the wait (group_expert, above): the power-of-two
   // layout issues nothing before x is staged, the balanced one (FLAT) its first pre & 255
-  // units, and with pre & 256 its loads of x (up to XF 16-byte pieces per thread) ahead of
-  // them, so that x arrives first and the stream starts at once (x is past the wait here).
+  // units, and with pre & 256, when x is at most XF 16-byte pieces per thread (M x K <= 8192:
+  // expert w1/w3 at M <= 2, w2 at M <= 4), its loads of x ahead of them, so that x arrives
+  // first and the stream starts at once; larger x is staged after those units.
   constexpr int XF = 4;
   uint4 xr[XF];
   const int segs = K / 8;
   const bool xf = FLAT && gp.ids && (pre & 256) && M * segs <= XF * 256;
   if constexpr (FLAT) {
     if (xf) {
+      // group_expert waited already (xf needs expert ids); stated again so that no path reads
+      // x before the previous grid is complete (the wait returns at once the second time)
+      asm volatile("griddepcontrol.wait;" ::: "memory");
 #pragma unroll
       for (int r = 0; r < XF; r++) {
         const int i = threadIdx.x + r * 256;
@@ -290,13 +299,14 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   int rtc = rt0, cc = c0;
   const int cEnd = FLAT ? nch : c0 + ncw;
   // FLAT: a warp's partial sum of a row tile it entered past chunk 0 goes to its slot here
-  // (after x's zero strip), for the warp that holds the tile's chunk 0 to add (below).
+  // (after x's zero strip; slot warp - 1: warp 0 starts at the block's first unit and never
+  // leaves one), for the warp that holds the tile's chunk 0 to add (below).
   float *const red = reinterpret_cast<float *>(zs + ZSTRIP);
   auto to_slot = [&](const float (&v)[1][MT][4]) {
 #pragma unroll
     for (int n = 0; n < MT; n++)
 #pragma unroll
-      for (int k = 0; k < 4; k++) red[((warp * MT + n) * 4 + k) * 32 + lane] = v[0][n][k];
+      for (int k = 0; k < 4; k++) red[(((warp - 1) * MT + n) * 4 + k) * 32 + lane] = v[0][n][k];
   };
 
   // one loop step: wait for the UP units in slots s0 .. s0+UP-1, refill the UP slots freed by
@@ -400,7 +410,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 #pragma unroll
       for (int n = 0; n < MT; n++)
 #pragma unroll
-        for (int k = 0; k < 4; k++) part[0][n][k] += red[((j * MT + n) * 4 + k) * 32 + lane];
+        for (int k = 0; k < 4; k++) part[0][n][k] += red[(((j - 1) * MT + n) * 4 + k) * 32 + lane];
       if (jb >= tend) break;
     }
     store_acc<1, MT>(part, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
@@ -518,8 +528,9 @@ template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT = false>
 int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
-  // FLAT: one partial-sum slot per warp, as many as K-slices of 8 warps (lgkw 3) need
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 3 : lgkw, FLAT ? 2 : gp.cl);
+  // FLAT: a partial-sum slot for each warp but the first, as many as K-slices of 8 warps
+  // (lgkw 3) need
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 3 : lgkw, FLAT ? 1 : gp.cl);
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU, FLAT>;
@@ -551,7 +562,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   // units 0 / 2 / 3 / 4 / 6 19.04 / 18.30 / 18.25 / 18.31 / 18.30 and 11.61 / 10.79 / 10.56 /
   // 10.64 / 10.70; x after the 3 units (DSV4GO_GEMV3_GXF=0) 18.58 and 11.15. FP8-block: within
   // 1 % from 2 units up.
-  static const int gpre_env = env_int("DSV4GO_GEMV3_GPRE", 3);
+  static const int gpre_env = max(0, env_int("DSV4GO_GEMV3_GPRE", 3));
   static const bool gxf = env_int("DSV4GO_GEMV3_GXF", 1) != 0;
   const int pre = (FLAT && gp.ids && gxf ? 256 : 0) | min(DEPTH - UP, FLAT && gp.ids ? gpre_env
                                   : pre_env >= 0 ? pre_env
@@ -877,8 +888,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   static const int up = env_int("DSV4GO_GEMV3_UP", 2);
   static const bool small = env_int("DSV4GO_GEMV3_SMALL", 1) != 0;
   const int ntiles = npad / 16;
-  // Grouped launches (MoE experts), balanced (FLAT): bps * SMs / G blocks per group (one wave),
-  // each owning a contiguous run of its group's row tiles (ntiles / bpg, rounded either way),
+  // Grouped launches (MoE experts), balanced (FLAT): bpg blocks per group (below), each owning a contiguous run of its group's row tiles (ntiles / bpg, rounded either way),
   // whose units the 8 warps split evenly at unit granularity (a warp may start or end inside
   // a row tile; those partial sums meet in shared memory, added in warp order). With whole row
   // tiles per warp and power-of-two blocks (below) 12 expert w1/w3 matrices made 192 blocks
@@ -892,22 +902,39 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   static const int flat = env_int("DSV4GO_GEMV3_FLAT", 1);
   if (gp.G > 1 && flat != 0) {
     const int nch = K / 128;
-    gp.bpg = (int)max(1LL, min((long long)ntiles, (long long)sms * bps / gp.G));
+    // Blocks per group: one wave of bps * SMs / G, unless more, smaller blocks in several waves
+    // cut a makespan model, (waves) x (row tiles of the largest block), with at least 16 units
+    // per warp: when G does not divide the slots (a batch's routed experts: 46 w1/w3 matrices
+    // take 11 blocks each, 506 in two waves, rather than 5 each in one wave that leaves 34 slots
+    // idle and loads 98 SMs with two blocks of 26 row tiles). 12 w1/w3 (22) and 6 w2 (44) keep
+    // one wave. DSV4GO_GEMV3_FLATW=0: always one wave.
+    static const int flatw = env_int("DSV4GO_GEMV3_FLATW", 1);
+    const long long slots = (long long)sms * bps;
+    gp.bpg = (int)max(1LL, min((long long)ntiles, slots / gp.G));
+    if (flatw != 0) {
+      auto cost = [&](int b) { return ((long long)gp.G * b + slots - 1) / slots * ((ntiles + b - 1) / b); };
+      long long best = cost(gp.bpg);
+      const int bmax = min(ntiles, max(gp.bpg, ntiles * nch / 128));
+      for (int b = 1; b <= bmax; b++)
+        if (cost(b) < best) best = cost(b), gp.bpg = b;
+    }
     gp.cl = 1;
     gp.lgcl = 0;
     if (2LL * gp.G * gp.bpg < sms || (long long)gp.G * gp.bpg > 0x7fffffff) return DSV4C_ERR_SHAPE;
     const int upw = (int)(((long long)(ntiles + gp.bpg - 1) / gp.bpg * nch + 7) / 8);
     const bool pair = up != 1 && nch % 2 == 0;
 #define FLATL(D, P) launch_depth<FMT, MT, D, P, false, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, 0, 0, accumulate, gp, st)
+    int r;
     if constexpr (FMT == DSV4C_FMT_FP8B) {
-      return depth == 2 ? FLATL(5, 1) : FLATL(4, 1);
+      r = depth == 2 ? FLATL(5, 1) : FLATL(4, 1);
     } else {
-      if (depth == 2) return pair ? FLATL(10, 2) : FLATL(10, 1);
-      const int r = pair ? FLATL(8, 2) : FLATL(8, 1);
-      if (r != DSV4C_ERR_SHAPE || !small) return r;
-      return pair ? FLATL(4, 2) : FLATL(4, 1); // x too large beside the 8-deep rings
+      r = depth == 2 ? (pair ? FLATL(10, 2) : FLATL(10, 1)) : (pair ? FLATL(8, 2) : FLATL(8, 1));
+      if (r == DSV4C_ERR_SHAPE && small && depth != 2) r = pair ? FLATL(4, 2) : FLATL(4, 1); // x too large beside the 8-deep rings
     }
 #undef FLATL
+    if (r != DSV4C_ERR_SHAPE) return r;
+    // declined (x and the partial-sum slots do not fit): the power-of-two layout below, whose
+    // whole row tiles per warp need no slots, then the earlier kernels
   }
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as

@@ -51,6 +51,7 @@ func main() {
 	single := flag.Bool("single", true, "time the single-matrix launches (false: only the grouped MoE launches)")
 	extra := flag.String("extra", "", "more single-matrix shapes to time, NxK,... (e.g. 33792x1024; N a multiple of 64, K of 128)")
 	groups := flag.String("groups", "12,6", "matrices per grouped launch: w1/w3, w2 (6 experts: 12 w1/w3 matrices, 6 w2)")
+	routed := flag.Bool("routed", true, "also time a layer's MoE launches for M tokens routed top-6 over 256 experts (at the M <= 16 of -m)")
 	flag.Parse()
 	expertW13, expertW2 = shapes[0], shapes[1] // the grouped launches' shapes, whatever -shapes keeps
 	var err error
@@ -80,6 +81,7 @@ func main() {
 		}
 		shapes = append(shapes, shape{"extra " + f, n, k})
 	}
+	routedMoE = *routed
 	if err := run(*fmtList, *mList, *sweep, *grouped); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
 		os.Exit(1)
@@ -88,6 +90,9 @@ func main() {
 
 // groupW13 and groupW2 are the matrix counts of the two grouped MoE launches (-groups).
 var groupW13, groupW2 int
+
+// routedMoE: time the routed form of the MoE launches as well (-routed).
+var routedMoE bool
 
 func parseGroups(s string) (int, int, error) {
 	var a, b int
@@ -205,6 +210,37 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 				}
 				fmt.Printf("| %s (%dx%d) | %v | %d | %d | %.2f | %.0f | %.1f | %.2f |\n", gc.name, gc.sh.n, gc.sh.k, f, gc.g, m,
 					res.us, res.gbs, 100*res.gbs*1e9/copyBW, res.tflops)
+			}
+		}
+	}
+	if routedMoE && len(formats) > 0 {
+		fmt.Println("\nMoE decode, routed: M tokens, each routed to 6 of a layer's 256 experts at random (one draw per M, the")
+		fmt.Println("same for every call; the experts relabelled at random per call): one grouped launch for the w1 and w3 of every")
+		fmt.Println("expert that got a token, one for their w2; m = the most tokens any expert got (the others padded to it):")
+		fmt.Println("| weights | format | tokens | experts | m | time (us) | GB/s | % of copy BW |")
+		fmt.Println("|---|---|---|---|---|---|---|---|")
+		for _, f := range formats {
+			for _, m := range ms {
+				if m > 16 {
+					continue
+				}
+				counts := routeTopK(r, m, 6, 256)
+				mm := 0
+				for _, c := range counts {
+					mm = max(mm, c)
+				}
+				for _, gc := range []struct {
+					name string
+					sh   shape
+					per  int
+				}{{"w1/w3", expertW13, 2}, {"w2", expertW2, 1}} {
+					res, err := timeRouted(d, st, r, f, gc.sh, len(counts), gc.per, mm)
+					if err != nil {
+						return fmt.Errorf("routed %v %s M=%d: %w", f, gc.name, m, err)
+					}
+					fmt.Printf("| %s (%dx%d) | %v | %d | %d | %d | %.2f | %.0f | %.1f |\n", gc.name, gc.sh.n, gc.sh.k, f, m,
+						len(counts), mm, res.us, res.gbs, 100*res.gbs*1e9/copyBW)
+				}
 			}
 		}
 	}
@@ -410,6 +446,90 @@ func timeGraph(st *cuda.Stream, calls int, issue func(i int) error) (float64, er
 	}
 	sort.Float64s(per)
 	return per[len(per)/2], nil
+}
+
+// routeTopK routes tokens to k distinct experts of n each, uniformly at random, and returns
+// the token count of every expert that got one (in no particular order).
+func routeTopK(r *rand.Rand, tokens, k, n int) []int {
+	cnt := make([]int, n)
+	for t := 0; t < tokens; t++ {
+		for _, e := range r.Perm(n)[:k] {
+			cnt[e]++
+		}
+	}
+	var out []int
+	for _, c := range cnt {
+		if c > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// timeRouted times one grouped launch over the matrices of `experts` distinct experts (per
+// matrices each: w1 and w3 are 2) drawn at random per call from a stack of 256 experts, m
+// tokens per matrix. Bytes: every launched matrix's weights, x and y.
+func timeRouted(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, experts, per, m int) (result, error) {
+	const stack = 256
+	p := randomPacked(r, f, sh)
+	ps := make([]*cuda.Packed, stack*per)
+	for i := range ps {
+		ps[i] = p
+	}
+	ws, err := d.UploadWeightStack(ps)
+	if err != nil {
+		return result{}, err
+	}
+	defer ws.Free()
+	groups := experts * per
+	const calls = 64
+	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
+	ids := make([]int32, calls*stride)
+	for c := 0; c < calls; c++ {
+		for z, e := range r.Perm(stack)[:experts] {
+			for j := 0; j < per; j++ {
+				ids[c*stride+z*per+j] = int32(e*per + j)
+			}
+		}
+	}
+	ib, err := d.Alloc(int64(4 * len(ids)))
+	if err != nil {
+		return result{}, err
+	}
+	defer ib.Free()
+	if err := ib.UploadI32(ids); err != nil {
+		return result{}, err
+	}
+	x, err := d.Alloc(int64(2 * groups * m * sh.k))
+	if err != nil {
+		return result{}, err
+	}
+	defer x.Free()
+	y, err := d.Alloc(int64(4 * groups * m * sh.n))
+	if err != nil {
+		return result{}, err
+	}
+	defer y.Free()
+	xb := make([]byte, 2*groups*m*sh.k)
+	for i := 0; i < len(xb); i += 2 {
+		xb[i] = byte(r.Uint32())
+		xb[i+1] = byte(0x3f+r.IntN(2)) | byte(r.IntN(2))<<7
+	}
+	if err := x.Upload(xb); err != nil {
+		return result{}, err
+	}
+	t, err := timeGraph(st, calls, func(c int) error {
+		v, err := ib.Slice(int64(4*c*stride), int64(4*groups))
+		if err != nil {
+			return err
+		}
+		return st.QGEMMGrouped(ws, v, x, y, m, groups, false)
+	})
+	if err != nil {
+		return result{}, err
+	}
+	bytes := float64(groups)*float64(ws.Bytes()) + float64(groups*m*(2*sh.k+4*sh.n))
+	return result{us: t * 1e6, gbs: bytes / t / 1e9}, nil
 }
 
 func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, groups, m int) (result, error) {

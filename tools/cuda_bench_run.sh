@@ -11,7 +11,8 @@
 # x pre-pass and GEMM (tools/cuda_large_parts.cu), the read-only ceiling
 # (tools/cuda_ceiling.cu), the decode arithmetic alone (tools/cuda_decode_probe.cu), the decode
 # GEMVs' launch timeline (tools/cuda_stream_trace.cu, also with the predecode kernel off), the
-# full cudabench table, the M <= 16 rows again with the predecode kernel off
+# full cudabench table, a layer's MoE launches for M tokens routed top-6 over 256 experts, the
+# M <= 16 rows again with the predecode kernel off
 # (DSV4GO_GEMV3_PREDEC=0: session 6's change undone) and with the earlier dispatch
 # (DSV4GO_GEMV3=0), the grouped MoE launches on the earlier split-K kernel
 # (DSV4GO_GEMV3_GROUPED=0), and torch's comparator. (Session 5's version also ran the
@@ -61,13 +62,15 @@ timeout 60 "$B/stream_trace" >"$O/stream_trace.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3_PREDEC=0 timeout 60 "$B/stream_trace" >"$O/stream_trace0.txt" 2>&1; echo "rc=$?"
 
 echo "== cudabench, default dispatch, full table"
-timeout 150 "$B/cudabench" -sweep=false >"$O/bench.txt" 2>&1; echo "rc=$?"
+timeout 150 "$B/cudabench" -sweep=false -routed=false >"$O/bench.txt" 2>&1; echo "rc=$?"
+echo "== cudabench MoE decode launches, routed: M tokens top-6 over 256 experts (and the grouped rows again)"
+timeout 200 "$B/cudabench" -sweep=false -single=false -m 1,4,16 >"$O/bench_routed.txt" 2>&1; echo "rc=$?"
 
 echo "== cudabench M <= 16: predecode kernel off (DSV4GO_GEMV3_PREDEC=0), earlier dispatch (DSV4GO_GEMV3=0)"
 DSV4GO_GEMV3_PREDEC=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -grouped=false >"$O/bench_pd0.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -grouped=false >"$O/bench_prev.txt" 2>&1; echo "rc=$?"
 echo "== cudabench grouped MoE launches: on the earlier split-K kernel (DSV4GO_GEMV3_GROUPED=0)"
-DSV4GO_GEMV3_GROUPED=0 timeout 60 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
+DSV4GO_GEMV3_GROUPED=0 timeout 200 "$B/cudabench" -m 1,4,16 -sweep=false -single=false >"$O/bench_grouped.txt" 2>&1; echo "rc=$?"
 
 
 echo "== torch comparator"
@@ -82,6 +85,8 @@ echo "-- earlier dispatch (DSV4GO_GEMV3=0)"
 grep -E '^\| (expert|attn).* \| (1|4|16) \|' "$O/bench_prev.txt"
 echo "-- grouped: default | DSV4GO_GEMV3_GROUPED=0"
 grep -E '^\| [0-9]+ expert' "$O/bench.txt" "$O/bench_grouped.txt" | sed 's|^.*/||'
+echo "-- routed MoE launches: default | DSV4GO_GEMV3_GROUPED=0"
+grep -E '^\| w(1|2)' "$O/bench_routed.txt" "$O/bench_grouped.txt" | sed 's|^.*/||'
 echo "-- launch timeline (tools/cuda_stream_trace.cu)"
 cat "$O/stream_trace.txt"
 echo "-- launch timeline, predecode kernel off"

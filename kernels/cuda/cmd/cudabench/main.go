@@ -470,19 +470,8 @@ func routeTopK(r *rand.Rand, tokens, k, n int) []int {
 // matrices each: w1 and w3 are 2) drawn at random per call from a stack of 256 experts, m
 // tokens per matrix. Bytes: every launched matrix's weights, x and y.
 func timeRouted(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, experts, per, m int) (result, error) {
-	const stack = 256
-	p := randomPacked(r, f, sh)
-	ps := make([]*cuda.Packed, stack*per)
-	for i := range ps {
-		ps[i] = p
-	}
-	ws, err := d.UploadWeightStack(ps)
-	if err != nil {
-		return result{}, err
-	}
-	defer ws.Free()
+	const stack, calls = 256, 64
 	groups := experts * per
-	const calls = 64
 	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
 	ids := make([]int32, calls*stride)
 	for c := 0; c < calls; c++ {
@@ -492,50 +481,30 @@ func timeRouted(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh
 			}
 		}
 	}
-	ib, err := d.Alloc(int64(4 * len(ids)))
-	if err != nil {
-		return result{}, err
-	}
-	defer ib.Free()
-	if err := ib.UploadI32(ids); err != nil {
-		return result{}, err
-	}
-	x, err := d.Alloc(int64(2 * groups * m * sh.k))
-	if err != nil {
-		return result{}, err
-	}
-	defer x.Free()
-	y, err := d.Alloc(int64(4 * groups * m * sh.n))
-	if err != nil {
-		return result{}, err
-	}
-	defer y.Free()
-	xb := make([]byte, 2*groups*m*sh.k)
-	for i := 0; i < len(xb); i += 2 {
-		xb[i] = byte(r.Uint32())
-		xb[i+1] = byte(0x3f+r.IntN(2)) | byte(r.IntN(2))<<7
-	}
-	if err := x.Upload(xb); err != nil {
-		return result{}, err
-	}
-	t, err := timeGraph(st, calls, func(c int) error {
-		v, err := ib.Slice(int64(4*c*stride), int64(4*groups))
-		if err != nil {
-			return err
-		}
-		return st.QGEMMGrouped(ws, v, x, y, m, groups, false)
-	})
-	if err != nil {
-		return result{}, err
-	}
-	bytes := float64(groups)*float64(ws.Bytes()) + float64(groups*m*(2*sh.k+4*sh.n))
-	return result{us: t * 1e6, gbs: bytes / t / 1e9}, nil
+	return timeStack(d, st, r, f, sh, stack*per, ids, stride, groups, m)
 }
 
+// timeGrouped times one grouped launch of `groups` matrices chosen at random per call from a
+// stack of 64 experts, m tokens per matrix.
 func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, groups, m int) (result, error) {
-	const experts = 64
+	const experts, calls = 64, 256
+	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
+	ids := make([]int32, calls*stride)
+	for c := 0; c < calls; c++ {
+		perm := r.Perm(experts)
+		for z := 0; z < groups; z++ {
+			ids[c*stride+z] = int32(perm[z])
+		}
+	}
+	return timeStack(d, st, r, f, sh, experts, ids, stride, groups, m)
+}
+
+// timeStack uploads a stack of n copies of one random matrix of shape sh and times a CUDA
+// graph of grouped launches, call c using ids[c*stride:][:groups], m tokens per group (x and
+// y random, shared by the calls). Bytes: the launched matrices' weights, x and y.
+func timeStack(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, n int, ids []int32, stride, groups, m int) (result, error) {
 	p := randomPacked(r, f, sh)
-	ps := make([]*cuda.Packed, experts)
+	ps := make([]*cuda.Packed, n)
 	for i := range ps {
 		ps[i] = p
 	}
@@ -544,15 +513,6 @@ func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, s
 		return result{}, err
 	}
 	defer ws.Free()
-	const calls = 256
-	ids := make([]int32, calls*4*((groups+3)/4))
-	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
-	for c := 0; c < calls; c++ {
-		perm := r.Perm(experts)
-		for z := 0; z < groups; z++ {
-			ids[c*stride+z] = int32(perm[z])
-		}
-	}
 	ib, err := d.Alloc(int64(4 * len(ids)))
 	if err != nil {
 		return result{}, err
@@ -579,9 +539,8 @@ func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, s
 	if err := x.Upload(xb); err != nil {
 		return result{}, err
 	}
-	view := func(c int) (*cuda.Buffer, error) { return ib.Slice(int64(4*c*stride), int64(4*groups)) }
-	t, err := timeGraph(st, calls, func(c int) error {
-		v, err := view(c)
+	t, err := timeGraph(st, len(ids)/stride, func(c int) error {
+		v, err := ib.Slice(int64(4*c*stride), int64(4*groups))
 		if err != nil {
 			return err
 		}

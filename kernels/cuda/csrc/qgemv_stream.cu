@@ -895,9 +895,10 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   // for 264 slots: 60 SMs streamed twice the bytes of the other 72. Same call (2026-11-30
   // 11:50, NVFP4, M = 1 / 4 / 16, us): 12 w1/w3 matrices 19.31 / 20.05 / 26.81 (M = 16: x does
   // not fit, the earlier kernel) against 22.39 / 22.99 / 26.85 in the power-of-two layout;
-  // 6 w2 11.17 / 11.72 / 13.63 against 12.75 / 13.16 / 15.62. With x loaded first and 3 units
-  // issued before x is staged (the launch_depth defaults; 12:04): 18.26 / 19.35 and 10.56 /
-  // 11.15; the earlier split-K kernel 19.68 / 20.01 / 26.82 and 11.42 / 12.34 / 16.75.
+  // 6 w2 11.17 / 11.72 / 13.63 against 12.75 / 13.16 / 15.62. With 3 units issued before x is
+  // staged and, where x is small (w1/w3 at M <= 2, w2 at M <= 4), x's loads ahead of them (the
+  // launch_depth defaults; 12:04): 18.26 / 19.35 and 10.56 / 11.15; the earlier split-K kernel
+  // 19.68 / 20.01 / 26.82 and 11.42 / 12.34 / 16.75.
   // DSV4GO_GEMV3_FLAT=0 keeps the power-of-two layout.
   static const int flat = env_int("DSV4GO_GEMV3_FLAT", 1);
   if (gp.G > 1 && flat != 0) {

@@ -564,6 +564,26 @@ func TestQGEMMGrouped(t *testing.T) {
 						}
 					}
 				}
+				// An expert id outside the stack: that group is skipped on the device (y keeps
+				// its NaN on the streaming kernel; the earlier kernel zeroes y before its split-K
+				// atomics), the others match the first launch bit for bit on the streaming
+				// kernel (deterministic); on the earlier kernel they are only written (the
+				// values were checked above).
+				bad := append([]int32(nil), ids...)
+				bad[1] = int32(e)
+				must(t, ibuf.UploadI32(bad), ybuf.UploadF32(y0), st.QGEMMGrouped(ws, ibuf, xbuf, ybuf, m, g, false))
+				bits := gemvPath() == 2
+				must(t, ybuf.DownloadF32(acc))
+				for z := 0; z < g; z++ {
+					for i := 0; i < m*n; i++ {
+						gv, av := got[z*m*n+i], acc[z*m*n+i]
+						same := math.Float32bits(av) == math.Float32bits(gv) || !bits && !math.IsNaN(float64(av))
+						skipped := math.IsNaN(float64(av)) || !bits && av == 0
+						if z == 1 && !skipped || z != 1 && !same {
+							t.Fatalf("%v m=%d invalid id in group 1: group %d y[%d] = %g, want %g (group 1: untouched)", f, m, z, i, av, gv)
+						}
+					}
+				}
 			}
 			xbuf.Free()
 			ibuf.Free()

@@ -442,7 +442,9 @@ func (ws *WeightStack) Bytes() int64 { return ws.dataStride + ws.scaleStride }
 // buffer [groups] of expert indices into the stack, read on the device so the launch can be
 // captured in a graph while routing changes between replays; ids == nil means expert z.
 // m ≤ 16 (decode). A group whose expert index is outside [0, E) is skipped on the device
-// (CheckExpertIDs validates indices on the host).
+// (CheckExpertIDs validates indices on the host): its slice of y is not computed, left as it
+// was by the streaming kernel and zeroed (accumulate false) by the earlier split-K kernel
+// (DSV4GO_GEMV3_GROUPED=0, or shapes the streaming kernel declines); callers must not use it.
 func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int, accumulate bool) error {
 	if m <= 0 || m > 16 || groups <= 0 || groups > 65535 || (ids == nil && groups > ws.E) {
 		return fmt.Errorf("cuda: grouped qgemm m=%d groups=%d: %w", m, groups, ErrShape)

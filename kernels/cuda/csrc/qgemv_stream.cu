@@ -482,13 +482,15 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 // grouped launches: DSV4GO_GEMV3_FLAT=0 the power-of-two layout instead of the balanced one,
 // DSV4GO_GEMV3_GPRE = units issued after the expert ids and before x is staged (balanced
 // layout), DSV4GO_GEMV3_GXF=0 x's loads after those units instead of before.
-// Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and, with K-slices,
-// their reduction scratch. At most STREAM_SMEM_MAX (two blocks per SM on sm_90's 228 KB) and
-// the device's opt-in limit; when x does not fit beside the rings (large M x K) the launcher
-// tries 4-deep rings, then declines and the caller uses the older decode kernels.
+// Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and slots of partial
+// sums (one warp's accumulators each): 7 + cl - 1 with K-slices (the other slices' and, in a
+// cluster, the other ranks'), 7 in the balanced layout (every warp but the first), else none.
+// At most STREAM_SMEM_MAX (two blocks per SM on sm_90's 228 KB) and the device's opt-in
+// limit; when x does not fit beside the rings (large M x K) the launcher tries 4-deep rings,
+// then declines and the caller uses the older decode kernels.
 constexpr int STREAM_SMEM_MAX = 112 * 1024;
-template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int lgkw, int cl) {
-  const size_t red = lgkw > 0 ? (size_t)(7 + cl - 1) * MT * 4 * 32 * sizeof(float) : 0;
+template <int FMT, int MT, int DEPTH> size_t stream_smem(int M, int K, int slots) {
+  const size_t red = (size_t)slots * MT * 4 * 32 * sizeof(float);
   return (size_t)8 * DEPTH * Unit<FMT>::SLOT + ((size_t)M * (K + 8) + ZSTRIP) * 2 + red;
 }
 
@@ -528,9 +530,7 @@ template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT = false>
 int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st) {
-  // FLAT: a partial-sum slot for each warp but the first, as many as K-slices of 8 warps
-  // (lgkw 3) need
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 3 : lgkw, FLAT ? 1 : gp.cl);
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 7 : lgkw > 0 ? 7 + gp.cl - 1 : 0);
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU, FLAT>;

@@ -23,6 +23,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -413,6 +414,111 @@ func TestGraphDecodeStep(t *testing.T) {
 	}
 }
 
+// TestGraphMoEIDsReady captures a routed MoE step, Router -> RMSNorm -> grouped w1, w3 (expert
+// ids = the router's output) -> SwiGLU -> grouped w2, with the grouped launches declaring their
+// ids ready (GroupedOptions.IDsReady: the router finished before the previous launch began, so
+// the streaming kernel reads them and issues weights before its wait), into a CUDA graph, and
+// replays it with router logits that change between replays: every replay must reproduce the
+// eager result for its own logits bit for bit (stale ids would select other experts), and the
+// eager results must equal those without the declaration.
+func TestGraphMoEIDsReady(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st, err := d.NewStream()
+	must(t, err)
+	defer st.Close()
+	const rows, ne, k, hid, inter = 2, 8, 3, 512, 1024
+	const g = rows * k
+	stack := func(n, kk int) *WeightStack {
+		var ps []*Packed
+		for i := 0; i < ne; i++ {
+			p, _ := packRandom(t, r, qcase{NVFP4, n, kk})
+			ps = append(ps, p)
+		}
+		ws, err := d.UploadWeightStack(ps)
+		must(t, err)
+		return ws
+	}
+	w1, w3, w2 := stack(inter, hid), stack(inter, hid), stack(hid, inter)
+	defer func() { w1.Free(); w3.Free(); w2.Free() }()
+	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+	logits, idx, wts, xf, xg := alloc(4*rows*ne), alloc(4*g), alloc(4*g), alloc(4*g*hid), alloc(2*g*hid)
+	gb, ub, hb, y := alloc(4*g*inter), alloc(4*g*inter), alloc(2*g*inter), alloc(4*g*hid)
+	defer func() {
+		for _, b := range []*Buffer{logits, idx, wts, xf, xg, gb, ub, hb, y} {
+			b.Free()
+		}
+	}()
+	must(t, xf.UploadF32(randF32(r, g*hid, 2)))
+	step := func(ready bool) func() error {
+		o := GroupedOptions{IDsReady: ready}
+		return func() error {
+			return firstErr(st.Router(idx, wts, logits, nil, rows, ne, k, 1),
+				st.RMSNorm(nil, xg, xf, nil, g, hid, 1e-6),
+				st.QGEMMGroupedOpts(w1, idx, xg, gb, 1, g, o),
+				st.QGEMMGroupedOpts(w3, idx, xg, ub, 1, g, o),
+				st.SwiGLU(nil, hb, gb, ub, g*inter, 10),
+				st.QGEMMGroupedOpts(w2, idx, hb, y, 1, g, o))
+		}
+	}
+	la, lb := randF32(r, rows*ne, 4), randF32(r, rows*ne, 4)
+	eager := func(l []float32, ready bool) ([]float32, []int32) {
+		must(t, logits.UploadF32(l), step(ready)(), st.Sync())
+		out, ids := make([]float32, g*hid), make([]int32, g)
+		must(t, y.DownloadF32(out), idx.DownloadI32(ids))
+		return out, ids
+	}
+	// Bit for bit on the streaming kernel; the earlier split-K kernel (DSV4GO_GEMV3_GROUPED=0)
+	// adds with float32 atomics in any order, and the SwiGLU's bf16 rounding can then flip
+	// by one bf16 ulp (as in TestGraphDecodeStep): 1e-2 relative (norm) there.
+	var bits bool
+	same := func(what string, got, want []float32) {
+		t.Helper()
+		if !bits {
+			if e := relErr(got, want); e > 1e-2 {
+				t.Fatalf("%s: rel err %g", what, e)
+			}
+			return
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: y[%d] = %g, want %g", what, i, got[i], want[i])
+			}
+		}
+	}
+	ya, ida := eager(la, true)
+	bits = gemvPath() == 2
+	yb, idb := eager(lb, true)
+	if slices.Equal(ida, idb) {
+		t.Fatalf("both logits route to the same experts %v: the test cannot see stale ids", ida)
+	}
+	for _, c := range []struct {
+		l []float32
+		y []float32
+	}{{la, ya}, {lb, yb}} {
+		y0, _ := eager(c.l, false)
+		same("eager, ids after the wait", y0, c.y)
+	}
+	must(t, st.BeginCapture())
+	if err := step(true)(); err != nil {
+		st.EndCapture()
+		t.Fatal(err)
+	}
+	gr, err := st.EndCapture()
+	must(t, err)
+	defer gr.Close()
+	for i, l := range [][]float32{la, lb, la, lb, lb, la} {
+		must(t, logits.UploadF32(l), gr.Launch(st, 1, true))
+		got := make([]float32, g*hid)
+		must(t, y.DownloadF32(got))
+		want := ya
+		if i == 1 || i == 3 || i == 4 {
+			want = yb
+		}
+		same(fmt.Sprintf("replay %d", i), got, want)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	d := device(t)
 	st := d.Stream()
@@ -516,8 +622,9 @@ func TestQGEMMGrouped(t *testing.T) {
 			if n == 192 || m == 16 && (k == 4096 || f == FP8Block && k == 2048) {
 				want = 1 // earlier kernel: too few row tiles, or x too large beside the rings
 			}
-			if got := gemvPath(); check && got != want {
-				t.Errorf("%v %dx%d x %d groups M=%d: kernel family %d, want %d", f, n, k, g, m, got, want)
+			path := gemvPath()
+			if check && path != want {
+				t.Errorf("%v %dx%d x %d groups M=%d: kernel family %d, want %d", f, n, k, g, m, path, want)
 			}
 			got := make([]float32, g*m*n)
 			must(t, ybuf.DownloadF32(got))
@@ -535,6 +642,22 @@ func TestQGEMMGrouped(t *testing.T) {
 						if math.IsNaN(gv) || math.Abs(gv-sum) > sa*0x1p-14+1e-30 {
 							t.Fatalf("%v m=%d group %d (expert %d) y[%d][%d] = %g, want %g", f, m, z, id, i, j, gv, sum)
 						}
+					}
+				}
+			}
+			// The ids declared ready (uploaded before the previous launch began): the same
+			// kernel reads them before its wait, with the same bits.
+			ready := make([]float32, g*m*n)
+			must(t, ybuf.UploadF32(y0), st.QGEMMGroupedOpts(ws, ibuf, xbuf, ybuf, m, g, GroupedOptions{IDsReady: true}), ybuf.DownloadF32(ready))
+			if path != 2 { // the earlier kernel's split-K atomics add in any order
+				if e := relErr(ready, got); e > 1e-5 {
+					t.Fatalf("%v m=%d ids ready: rel err %g", f, m, e)
+				}
+				got = ready // y now holds these bits (the checks below add to y)
+			} else {
+				for i := range ready {
+					if math.Float32bits(ready[i]) != math.Float32bits(got[i]) {
+						t.Fatalf("%v m=%d ids ready: y[%d] = %g, want %g", f, m, i, ready[i], got[i])
 					}
 				}
 			}

@@ -445,7 +445,30 @@ func (ws *WeightStack) Bytes() int64 { return ws.dataStride + ws.scaleStride }
 // (CheckExpertIDs validates indices on the host): its slice of y is not computed, left as it
 // was by the streaming kernel and zeroed (accumulate false) by the earlier split-K kernel
 // (DSV4GO_GEMV3_GROUPED=0, or shapes the streaming kernel declines); callers must not use it.
+// QGEMMGroupedOpts adds GroupedOptions.IDsReady, the faster form for a decode step's routed
+// experts.
 func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int, accumulate bool) error {
+	return s.QGEMMGroupedOpts(ws, ids, x, y, m, groups, GroupedOptions{Accumulate: accumulate})
+}
+
+// GroupedOptions modify a QGEMMGroupedOpts launch.
+type GroupedOptions struct {
+	// Accumulate: y += … instead of y = ….
+	Accumulate bool
+	// IDsReady promises that ids was completely written by work that finished before the
+	// previous launch on the stream began: in a decode step's MoE layer, the router's output
+	// with at least one launch in between (the shared expert before the routed w1/w3, the
+	// SwiGLU before w2). The streaming kernel then reads the ids and starts loading the
+	// experts' weights before it waits for the previous kernel (programmatic dependent launch),
+	// as it does for one matrix: one layer's 12 routed w1/w3 matrices at m = 1, 18.2 → 16.3 µs
+	// on the H200 (BENCHMARKS.md). Without the promise the ids are read after that wait. A
+	// broken promise reads stale ids: wrong experts, never out-of-bounds memory (ids outside
+	// [0, E) are still skipped).
+	IDsReady bool
+}
+
+// QGEMMGroupedOpts is QGEMMGrouped with options.
+func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups int, o GroupedOptions) error {
 	if m <= 0 || m > 16 || groups <= 0 || groups > 65535 || (ids == nil && groups > ws.E) {
 		return fmt.Errorf("cuda: grouped qgemm m=%d groups=%d: %w", m, groups, ErrShape)
 	}
@@ -460,8 +483,11 @@ func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int,
 		ip = ids.p
 	}
 	acc := C.int(0)
-	if accumulate {
+	if o.Accumulate {
 		acc = 1
+	}
+	if o.IDsReady && ids != nil {
+		acc |= C.DSV4C_IDS_READY
 	}
 	return s.do("qgemm_grouped", func() C.int {
 		return C.dsv4c_qgemm_grouped(C.int(ws.Format), ws.data.p, ws.scales.p, C.longlong(ws.dataStride), C.longlong(ws.scaleStride),

@@ -178,6 +178,17 @@ func (ws *WeightStack) Free() error { return nil }
 // Bytes returns 0.
 func (ws *WeightStack) Bytes() int64 { return 0 }
 
+// GroupedOptions modify a QGEMMGroupedOpts launch (see the cuda build).
+type GroupedOptions struct {
+	Accumulate bool // y += … instead of y = …
+	IDsReady   bool // ids written before the previous launch on the stream began
+}
+
+// QGEMMGroupedOpts returns ErrNoCUDA.
+func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups int, o GroupedOptions) error {
+	return ErrNoCUDA
+}
+
 // QGEMMGrouped returns ErrNoCUDA.
 func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int, accumulate bool) error {
 	return ErrNoCUDA

@@ -77,7 +77,12 @@ int dsv4c_qgemm_cfg(int fmt, const void *d_w, const void *d_scales, int N, int n
  * [E]) may be NULL. x is bf16 [G][M][K], y float32 [G][M][N], both contiguous. M <= 16.
  * One launch for all groups; graph-capturable (ids and alphas are read on the device).
  * A group whose id is outside [0, E) is skipped (its y is zero when split-K zeroes y,
- * otherwise left unwritten). */
+ * otherwise left unwritten). accumulate: 0 or 1 (y +=), or'ed with DSV4C_IDS_READY, the
+ * caller's promise that d_ids was completely written before the previous launch on stream
+ * began (e.g. by the router, with another launch in between): the streaming kernel then reads
+ * the ids and issues weight loads before waiting for the previous kernel (programmatic
+ * dependent launch), as it does for one matrix. Without it the ids are read after that wait. */
+#define DSV4C_IDS_READY 2
 int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales, long long wstride,
                         long long sstride, int N, int npad, int K, float alpha,
                         const float *d_alphas, const int32_t *d_ids, const void *d_x,

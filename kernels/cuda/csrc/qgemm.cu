@@ -740,9 +740,13 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   // Split factor left to the kernels: the streaming kernel (qgemv_stream.cu) for one matrix
   // and for grouped launches (DSV4GO_GEMV3_GROUPED=0: not for those), unless DSV4GO_GEMV3=0
   // or one of the switches below forces an older kernel.
+  // accumulate: bit 0 y += ..., DSV4C_IDS_READY (grouped launches, dsv4c_qgemm_grouped) only
+  // for the streaming kernel; the kernels below read the ids after their wait in any case.
+  const int flags = accumulate;
+  accumulate &= 1;
   if (splits <= 0 && !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(FMT, G > 1)) {
     const int r = dsv4c_qgemv_stream(FMT, w, sc, wstride, sstride, N, npad, K, alpha, alphas,
-                                     ids, x, y, M, G, ids ? E : G, accumulate, st);
+                                     ids, x, y, M, G, ids ? E : G, flags, st);
     if (r != DSV4C_ERR_SHAPE) return r; // declined (see qgemv_stream.h): the kernels below
   }
   dsv4c_gemv_path_set(DSV4C_GEMV_EARLIER);
@@ -922,7 +926,7 @@ extern "C" int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scale
                                    float alpha, const float *d_alphas, const int32_t *d_ids,
                                    const void *d_x, float *d_y, int M, int G, int E,
                                    int accumulate, void *stream) {
-  if (N <= 0 || M <= 0 || M > 16 || G <= 0 || G > 65535 || K <= 0 || K % KC != 0 ||
+  if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || N <= 0 || M <= 0 || M > 16 || G <= 0 || G > 65535 || K <= 0 || K % KC != 0 ||
       npad % 64 != 0 || npad < N || wstride % 16 != 0 || ((uintptr_t)d_x & 15) != 0 ||
       ((uintptr_t)d_w & 15) != 0)
     return DSV4C_ERR_SHAPE;

@@ -38,7 +38,9 @@
 //    (FLAT): each block owns a contiguous run of one expert's row tiles and its 8 warps split
 //    their units evenly, so a warp may start or end inside a row tile; partial sums of a row
 //    tile meet in shared memory and the warp holding its first chunk adds them in warp order.
-//    After the ids, x's loads (small x) and 3 units go out before x is staged.
+//    After the ids, x's loads (small x) and 3 units go out before x is staged; when the caller
+//    declares the ids ready (DSV4C_IDS_READY: written before the previous launch began), the
+//    ids and 4 units go out before the wait, as for one matrix.
 // The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (FP4: 8-deep,
 // then 4-deep; FP8-block: 4-deep), or when the grid would leave half the SMs idle and no
 // cluster size fixes it (grouped launches, no power-of-two split of the chunks, devices without
@@ -119,6 +121,7 @@ struct Groups {
   const float *alphas;
   const int *ids;
   int G, E, bpg, cl, lgcl; // cl = 1 << lgcl (device code shifts by lgcl, the launch needs cl)
+  int early;                // ids complete before the previous launch began: read before the wait
 };
 
 template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT>
@@ -148,7 +151,14 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int cr = CLU ? (int)blockIdx.x & (gp.cl - 1) : 0; // rank in the cluster
   const int bx = CLU ? (int)blockIdx.x >> gp.lgcl : (int)blockIdx.x;
   const int grp = bx / gp.bpg, bl = bx - grp * gp.bpg;
-  const int e = group_expert(gp.ids, grp);
+  int e;
+  // ids declared ready (written before the previous launch began): read before the wait, by a
+  // load coherent at device scope (never served from a stale L1 line, never taken for a
+  // read-only load), so that the weight loads below can go out before the wait too.
+  if (gp.early && gp.ids)
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(e) : "l"(gp.ids + grp) : "memory");
+  else
+    e = group_expert(gp.ids, grp);
   if (e < 0 || e >= gp.E) return; // invalid expert id: group left untouched (uniform per block)
   w += (size_t)e * gp.wstride;
   sc += (size_t)e * gp.sstride;
@@ -211,7 +221,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // Only the first pre units go out before the wait: x is read right after it, and its
   // loads complete only after the weight loads issued ahead of them (measured: with all
   // DEPTH - UP units ahead, x arrived late enough to idle the decode; BENCHMARKS.md).
-  // Grouped launches read the expert ids after the wait (group_expert, above): the power-of-two
+  // Grouped launches read the expert ids after the wait (group_expert, above) unless declared
+  // ready (gp.early: then as for one matrix, pre units before the wait): the power-of-two
   // layout issues nothing before x is staged, the balanced one (FLAT) its first pre & 255
   // units, and with pre & 256, when x is at most XF 16-byte pieces per thread (M x K <= 8192:
   // expert w1/w3 at M <= 2, w2 at M <= 4), its loads of x ahead of them, so that x arrives
@@ -481,7 +492,9 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 // DSV4GO_GEMV3_CL = cluster size for K splits (1: none); DSV4GO_GEMV3_SMALL=0: no 4-deep rings;
 // grouped launches: DSV4GO_GEMV3_FLAT=0 the power-of-two layout instead of the balanced one,
 // DSV4GO_GEMV3_GPRE = units issued after the expert ids and before x is staged (balanced
-// layout), DSV4GO_GEMV3_GXF=0 x's loads after those units instead of before.
+// layout), DSV4GO_GEMV3_GXF=0 x's loads after those units instead of before; with ids declared
+// ready (DSV4C_IDS_READY) DSV4GO_GEMV3_RPRE = units issued before the wait, DSV4GO_GEMV3_READY=0
+// ignores the declaration.
 // Shared memory of one block: the 8 warp rings, x (M rows of K + 8 bf16) and slots of partial
 // sums (one warp's accumulators each): 7 + cl - 1 with K-slices (the other slices' and, in a
 // cluster, the other ranks'), 7 in the balanced layout (every warp but the first), else none.
@@ -562,9 +575,15 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   // units 0 / 2 / 3 / 4 / 6 19.04 / 18.30 / 18.25 / 18.31 / 18.30 and 11.61 / 10.79 / 10.56 /
   // 10.64 / 10.70; x after the 3 units (DSV4GO_GEMV3_GXF=0) 18.58 and 11.15. FP8-block: within
   // 1 % from 2 units up.
+  // With ids the caller declared ready (DSV4C_IDS_READY) the ids come before the wait as well,
+  // and so do 4 units (no x first: x is the previous kernel's). Same call (2026-11-30 13:50,
+  // NVFP4, us at M = 1 / 4; 12 w1/w3 matrices, 6 w2; ids after the wait: 18.18 / 19.21 and
+  // 10.52 / 11.14): units 2 / 3 / 4 / 6 17.36 / 16.51 / 16.25 / 16.52 and 10.41 / 9.89 / 9.43
+  // / 9.85 at M = 1; 16.80 and 9.76 at M = 4 with 4. DSV4GO_GEMV3_RPRE overrides.
   static const int gpre_env = max(0, env_int("DSV4GO_GEMV3_GPRE", 3));
+  static const int rpre_env = max(0, env_int("DSV4GO_GEMV3_RPRE", 4));
   static const bool gxf = env_int("DSV4GO_GEMV3_GXF", 1) != 0;
-  const int pre = (FLAT && gp.ids && gxf ? 256 : 0) | min(DEPTH - UP, FLAT && gp.ids ? gpre_env
+  const int pre = (FLAT && gp.ids && !gp.early && gxf ? 256 : 0) | min(DEPTH - UP, FLAT && gp.ids ? (gp.early ? rpre_env : gpre_env)
                                   : pre_env >= 0 ? pre_env
                                   : FMT == DSV4C_FMT_FP8B ? DEPTH - UP
                                   : upw <= 2              ? 1
@@ -904,16 +923,20 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
   if (gp.G > 1 && flat != 0) {
     const int nch = K / 128;
     // Blocks per group: one wave of bps * SMs / G, unless more, smaller blocks in several waves
-    // cut a makespan model, (waves) x (row tiles of the largest block), with at least 16 units
-    // per warp: when G does not divide the slots (a batch's routed experts: 46 w1/w3 matrices
+    // cut a makespan model, (waves) x (row tiles of the largest block + FLATC for a block's
+    // start), with at least 16 units per warp: when G does not divide the slots (a batch's routed experts: 46 w1/w3 matrices
     // take 11 blocks each, 506 in two waves, rather than 5 each in one wave that leaves 34 slots
     // idle and loads 98 SMs with two blocks of 26 row tiles). 12 w1/w3 (22) and 6 w2 (44) keep
-    // one wave. DSV4GO_GEMV3_FLATW=0: always one wave.
+    // one wave. FLATC = 1: without the start term, 156 w1/w3 matrices took 32 blocks of 4 row
+    // tiles each in 19 waves; with it 5 blocks each in 3 waves (same call 2026-11-30 14:06,
+    // NVFP4, ids ready, M = 2 / 3: 188.3 / 191.7 against 219.0 / 233.3 us; 46 and 160
+    // matrices within 2 %). DSV4GO_GEMV3_FLATW=0: always one wave; DSV4GO_GEMV3_FLATC: the term.
     static const int flatw = env_int("DSV4GO_GEMV3_FLATW", 1);
+    static const int flatc = max(0, env_int("DSV4GO_GEMV3_FLATC", 1));
     const long long slots = (long long)sms * bps;
     gp.bpg = (int)max(1LL, min((long long)ntiles, slots / gp.G));
     if (flatw != 0) {
-      auto cost = [&](int b) { return ((long long)gp.G * b + slots - 1) / slots * ((ntiles + b - 1) / b); };
+      auto cost = [&](int b) { return ((long long)gp.G * b + slots - 1) / slots * ((ntiles + b - 1) / b + flatc); };
       long long best = cost(gp.bpg);
       const int bmax = min(ntiles, max(gp.bpg, ntiles * nch / 128));
       for (int b = 1; b <= bmax; b++)
@@ -1026,7 +1049,11 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
       G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
       ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
     return DSV4C_ERR_SHAPE;
-  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0};
+  // DSV4C_IDS_READY: read the ids before the wait (DSV4GO_GEMV3_READY=0 ignores the promise)
+  static const bool readyOK = env_int("DSV4GO_GEMV3_READY", 1) != 0;
+  const int ready = readyOK && d_ids && G > 1 && (accumulate & DSV4C_IDS_READY) != 0;
+  accumulate &= 1;
+  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

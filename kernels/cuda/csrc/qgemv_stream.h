@@ -12,7 +12,8 @@
 // wstride / sstride bytes apart, alpha * d_alphas[e] when d_alphas is non-NULL, x and y
 // slices z). Returns 0, a cudaError_t, DSV4C_ERR_FORMAT, or DSV4C_ERR_SHAPE when it declines
 // the shape (bad arguments, x too large for its shared memory, fewer blocks than half the
-// SMs): the caller then uses the older decode kernels.
+// SMs): the caller then uses the older decode kernels. accumulate: bit 0 y += ..., bit
+// DSV4C_IDS_READY (grouped launches with ids) the ids are read before the wait (dsv4cuda.h).
 int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
                        long long sstride, int N, int npad, int K, float alpha,
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,

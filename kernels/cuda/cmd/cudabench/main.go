@@ -50,7 +50,7 @@ func main() {
 	only := flag.String("shapes", "", "time only the shapes whose name contains this text (e.g. wq_b; empty: all)")
 	single := flag.Bool("single", true, "time the single-matrix launches (false: only the grouped MoE launches)")
 	extra := flag.String("extra", "", "more single-matrix shapes to time, NxK,... (e.g. 33792x1024; N a multiple of 64, K of 128)")
-	groups := flag.String("groups", "12,6", "matrices per grouped launch: w1/w3, w2 (6 experts: 12 w1/w3 matrices, 6 w2)")
+	groups := flag.String("groups", "12,6", "matrices per grouped launch: w1/w3, w2 (6 experts: 12 w1/w3 matrices, 6 w2; at most 512)")
 	routed := flag.Bool("routed", true, "also time a layer's MoE launches for M tokens routed top-6 over 256 experts (at the M <= 16 of -m)")
 	flag.Parse()
 	expertW13, expertW2 = shapes[0], shapes[1] // the grouped launches' shapes, whatever -shapes keeps
@@ -96,8 +96,8 @@ var routedMoE bool
 
 func parseGroups(s string) (int, int, error) {
 	var a, b int
-	if _, err := fmt.Sscanf(s, "%d,%d", &a, &b); err != nil || a <= 0 || b <= 0 || a > 64 || b > 64 {
-		return 0, 0, fmt.Errorf("bad -groups %q (want two counts in 1..64, e.g. 12,6)", s)
+	if _, err := fmt.Sscanf(s, "%d,%d", &a, &b); err != nil || a <= 0 || b <= 0 || a > 512 || b > 512 {
+		return 0, 0, fmt.Errorf("bad -groups %q (want two counts in 1..512, e.g. 12,6)", s)
 	}
 	return a, b, nil
 }
@@ -187,11 +187,13 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 			}
 		}
 	}
+	routedFormats := formats
 	if !grouped {
 		formats = nil
 	}
 	fmt.Println("\nMoE decode: routed experts of one layer in one grouped launch (expert ids read on the device,")
-	fmt.Println("chosen at random per call from a stack of 64 experts = 300 MB; M = tokens per expert):")
+	fmt.Println("chosen at random per call from a stack of max(64, groups) experts, >= 300 MB; M = tokens per expert; \"ids ready\": the")
+	fmt.Println("launch declares the ids written before the previous launch began, GroupedOptions.IDsReady):")
 	fmt.Println("| weights | format | groups | M | time (us) | GB/s | % of copy BW | TFLOP/s |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, f := range formats {
@@ -204,43 +206,32 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 				if m > 16 { // grouped launches are a decode form: M = tokens per expert <= 16
 					continue
 				}
-				res, err := timeGrouped(d, st, r, f, gc.sh, gc.g, m)
-				if err != nil {
-					return fmt.Errorf("grouped %v %s M=%d: %w", f, gc.name, m, err)
+				for _, ready := range []bool{false, true} {
+					res, err := timeGrouped(d, st, r, f, gc.sh, gc.g, m, ready)
+					if err != nil {
+						return fmt.Errorf("grouped %v %s M=%d: %w", f, gc.name, m, err)
+					}
+					name := gc.name
+					if ready {
+						name += ", ids ready"
+					}
+					fmt.Printf("| %s (%dx%d) | %v | %d | %d | %.2f | %.0f | %.1f | %.2f |\n", name, gc.sh.n, gc.sh.k, f, gc.g, m,
+						res.us, res.gbs, 100*res.gbs*1e9/copyBW, res.tflops)
 				}
-				fmt.Printf("| %s (%dx%d) | %v | %d | %d | %.2f | %.0f | %.1f | %.2f |\n", gc.name, gc.sh.n, gc.sh.k, f, gc.g, m,
-					res.us, res.gbs, 100*res.gbs*1e9/copyBW, res.tflops)
 			}
 		}
 	}
-	if routedMoE && len(formats) > 0 {
+	if routedMoE && len(routedFormats) > 0 {
 		fmt.Println("\nMoE decode, routed: M tokens, each routed to 6 of a layer's 256 experts at random (one draw per M, the")
 		fmt.Println("same for every call; the experts relabelled at random per call): one grouped launch for the w1 and w3 of every")
-		fmt.Println("expert that got a token, one for their w2; m = the most tokens any expert got (the others padded to it):")
+		fmt.Println("expert that got a token, one for their w2; m = the most tokens any expert got (the others padded to it);")
+		fmt.Println("pair: the two launches back to back per call; \"ids ready\": GroupedOptions.IDsReady, the form of a decode")
+		fmt.Println("step, where the router runs at least one launch earlier. Bytes: weights of the launched matrices, x and y:")
 		fmt.Println("| weights | format | tokens | experts | m | time (us) | GB/s | % of copy BW |")
 		fmt.Println("|---|---|---|---|---|---|---|---|")
-		for _, f := range formats {
-			for _, m := range ms {
-				if m > 16 {
-					continue
-				}
-				counts := routeTopK(r, m, 6, 256)
-				mm := 0
-				for _, c := range counts {
-					mm = max(mm, c)
-				}
-				for _, gc := range []struct {
-					name string
-					sh   shape
-					per  int
-				}{{"w1/w3", expertW13, 2}, {"w2", expertW2, 1}} {
-					res, err := timeRouted(d, st, r, f, gc.sh, len(counts), gc.per, mm)
-					if err != nil {
-						return fmt.Errorf("routed %v %s M=%d: %w", f, gc.name, m, err)
-					}
-					fmt.Printf("| %s (%dx%d) | %v | %d | %d | %d | %.2f | %.0f | %.1f |\n", gc.name, gc.sh.n, gc.sh.k, f, m,
-						len(counts), mm, res.us, res.gbs, 100*res.gbs*1e9/copyBW)
-				}
+		for _, f := range routedFormats {
+			if err := timeRoutedRows(d, st, r, f, ms, copyBW); err != nil {
+				return err
 			}
 		}
 	}
@@ -466,28 +457,181 @@ func routeTopK(r *rand.Rand, tokens, k, n int) []int {
 	return out
 }
 
-// timeRouted times one grouped launch over the matrices of `experts` distinct experts (per
-// matrices each: w1 and w3 are 2) drawn at random per call from a stack of 256 experts, m
-// tokens per matrix. Bytes: every launched matrix's weights, x and y.
-func timeRouted(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, experts, per, m int) (result, error) {
-	const stack, calls = 256, 64
+// routedStack is the number of experts of one MoE layer (V4-Flash: 256).
+const routedStack = 256
+
+// timeRoutedRows prints the routed rows of format f: for each M <= 16 of ms, the w1/w3 launch,
+// the w2 launch, and the two back to back (a layer's routed MoE GEMVs without the SwiGLU
+// between them). The 256-expert stacks are uploaded once for all M.
+func timeRoutedRows(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, ms []int, copyBW float64) error {
+	w13, err := uploadStack(d, r, f, expertW13, 2*routedStack)
+	if err != nil {
+		return err
+	}
+	defer w13.Free()
+	w2, err := uploadStack(d, r, f, expertW2, routedStack)
+	if err != nil {
+		return err
+	}
+	defer w2.Free()
+	for _, m := range ms {
+		if m > 16 {
+			continue
+		}
+		counts := routeTopK(r, m, 6, routedStack)
+		mm := 0
+		for _, c := range counts {
+			mm = max(mm, c)
+		}
+		experts := len(counts)
+		ids13, s13 := routedIDs(r, experts, 2)
+		ids2, s2 := make([]int32, len(ids13)/s13*experts), experts
+		for c := 0; c < len(ids13)/s13; c++ {
+			for z := 0; z < experts; z++ {
+				ids2[c*s2+z] = ids13[c*s13+2*z] / 2
+			}
+		}
+		s2 = 4 * ((experts + 3) / 4)
+		ids2 = padIDs(ids2, experts, s2)
+		row := func(name string, res result) {
+			fmt.Printf("| %s | %v | %d | %d | %d | %.2f | %.0f | %.1f |\n", name, f, m, experts, mm, res.us, res.gbs, 100*res.gbs*1e9/copyBW)
+		}
+		for _, ready := range []bool{false, true} {
+			sfx := ""
+			if ready {
+				sfx = ", ids ready"
+			}
+			res, err := timeStack(d, st, r, w13, expertW13, ids13, s13, 2*experts, mm, ready)
+			if err != nil {
+				return fmt.Errorf("routed %v w1/w3 M=%d: %w", f, m, err)
+			}
+			row(fmt.Sprintf("w1/w3 (%dx%d)%s", expertW13.n, expertW13.k, sfx), res)
+			if res, err = timeStack(d, st, r, w2, expertW2, ids2, s2, experts, mm, ready); err != nil {
+				return fmt.Errorf("routed %v w2 M=%d: %w", f, m, err)
+			}
+			row(fmt.Sprintf("w2 (%dx%d)%s", expertW2.n, expertW2.k, sfx), res)
+			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready); err != nil {
+				return fmt.Errorf("routed %v pair M=%d: %w", f, m, err)
+			}
+			row("pair w1/w3 + w2"+sfx, res)
+		}
+	}
+	return nil
+}
+
+// routedIDs draws, for each of 64 calls, `experts` distinct experts of routedStack and
+// returns the ids of their matrices (per each: expert e's j-th is e*per+j), each call's
+// slice stride int32s from the previous one (16-byte aligned).
+func routedIDs(r *rand.Rand, experts, per int) ([]int32, int) {
+	const calls = 64
 	groups := experts * per
-	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
+	stride := 4 * ((groups + 3) / 4)
 	ids := make([]int32, calls*stride)
 	for c := 0; c < calls; c++ {
-		for z, e := range r.Perm(stack)[:experts] {
+		for z, e := range r.Perm(routedStack)[:experts] {
 			for j := 0; j < per; j++ {
 				ids[c*stride+z*per+j] = int32(e*per + j)
 			}
 		}
 	}
-	return timeStack(d, st, r, f, sh, stack*per, ids, stride, groups, m)
+	return ids, stride
+}
+
+// padIDs re-lays ids of calls of g entries each (stride g) at a stride of s.
+func padIDs(ids []int32, g, s int) []int32 {
+	calls := len(ids) / g
+	out := make([]int32, calls*s)
+	for c := 0; c < calls; c++ {
+		copy(out[c*s:c*s+g], ids[c*g:(c+1)*g])
+	}
+	return out
+}
+
+// timeMoEPair times, per call c, the grouped w1/w3 launch of ids13[c*s13:][:2*experts]
+// followed by the grouped w2 launch of ids2[c*s2:][:experts] (m tokens per matrix), the ids
+// declared ready when ready. Bytes: both launches' weights, x and y.
+func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.WeightStack, ids13 []int32, s13 int, ids2 []int32, s2, experts, m int, ready bool) (result, error) {
+	var bufs []*cuda.Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
+	alloc := func(n int64) (*cuda.Buffer, error) {
+		b, err := d.Alloc(n)
+		if err == nil {
+			bufs = append(bufs, b)
+		}
+		return b, err
+	}
+	ib13, err := alloc(int64(4 * len(ids13)))
+	if err != nil {
+		return result{}, err
+	}
+	ib2, err := alloc(int64(4 * len(ids2)))
+	if err != nil {
+		return result{}, err
+	}
+	if err := firstErr(ib13.UploadI32(ids13), ib2.UploadI32(ids2)); err != nil {
+		return result{}, err
+	}
+	g13 := 2 * experts
+	x13, err := randomX(d, r, g13*m*expertW13.k)
+	if err != nil {
+		return result{}, err
+	}
+	bufs = append(bufs, x13)
+	x2, err := randomX(d, r, experts*m*expertW2.k)
+	if err != nil {
+		return result{}, err
+	}
+	bufs = append(bufs, x2)
+	y13, err := alloc(int64(4 * g13 * m * expertW13.n))
+	if err != nil {
+		return result{}, err
+	}
+	y2, err := alloc(int64(4 * experts * m * expertW2.n))
+	if err != nil {
+		return result{}, err
+	}
+	t, err := timeGraph(st, len(ids13)/s13, func(c int) error {
+		v13, err := ib13.Slice(int64(4*c*s13), int64(4*g13))
+		if err != nil {
+			return err
+		}
+		v2, err := ib2.Slice(int64(4*c*s2), int64(4*experts))
+		if err != nil {
+			return err
+		}
+		o := cuda.GroupedOptions{IDsReady: ready}
+		if err := st.QGEMMGroupedOpts(w13, v13, x13, y13, m, g13, o); err != nil {
+			return err
+		}
+		return st.QGEMMGroupedOpts(w2, v2, x2, y2, m, experts, o)
+	})
+	if err != nil {
+		return result{}, err
+	}
+	bytes := float64(g13)*float64(w13.Bytes()) + float64(experts)*float64(w2.Bytes()) +
+		float64(g13*m*(2*expertW13.k+4*expertW13.n)) + float64(experts*m*(2*expertW2.k+4*expertW2.n))
+	return result{us: t * 1e6, gbs: bytes / t / 1e9}, nil
+}
+
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // timeGrouped times one grouped launch of `groups` matrices chosen at random per call from a
-// stack of 64 experts, m tokens per matrix.
-func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, groups, m int) (result, error) {
-	const experts, calls = 64, 256
+// stack of max(64, groups) experts, m tokens per matrix.
+func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, groups, m int, ready bool) (result, error) {
+	const calls = 256
+	experts := max(64, groups)
 	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
 	ids := make([]int32, calls*stride)
 	for c := 0; c < calls; c++ {
@@ -496,23 +640,47 @@ func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, s
 			ids[c*stride+z] = int32(perm[z])
 		}
 	}
-	return timeStack(d, st, r, f, sh, experts, ids, stride, groups, m)
+	ws, err := uploadStack(d, r, f, sh, experts)
+	if err != nil {
+		return result{}, err
+	}
+	defer ws.Free()
+	return timeStack(d, st, r, ws, sh, ids, stride, groups, m, ready)
 }
 
-// timeStack uploads a stack of n copies of one random matrix of shape sh and times a CUDA
-// graph of grouped launches, call c using ids[c*stride:][:groups], m tokens per group (x and
-// y random, shared by the calls). Bytes: the launched matrices' weights, x and y.
-func timeStack(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, n int, ids []int32, stride, groups, m int) (result, error) {
+// uploadStack uploads a stack of n copies of one random matrix of shape sh.
+func uploadStack(d *cuda.Device, r *rand.Rand, f cuda.Format, sh shape, n int) (*cuda.WeightStack, error) {
 	p := randomPacked(r, f, sh)
 	ps := make([]*cuda.Packed, n)
 	for i := range ps {
 		ps[i] = p
 	}
-	ws, err := d.UploadWeightStack(ps)
+	return d.UploadWeightStack(ps)
+}
+
+// randomX allocates n bf16 values in [-2, 2) (never zero exponents).
+func randomX(d *cuda.Device, r *rand.Rand, n int) (*cuda.Buffer, error) {
+	x, err := d.Alloc(int64(2 * n))
 	if err != nil {
-		return result{}, err
+		return nil, err
 	}
-	defer ws.Free()
+	xb := make([]byte, 2*n)
+	for i := 0; i < len(xb); i += 2 {
+		xb[i] = byte(r.Uint32())
+		xb[i+1] = byte(0x3f+r.IntN(2)) | byte(r.IntN(2))<<7
+	}
+	if err := x.Upload(xb); err != nil {
+		x.Free()
+		return nil, err
+	}
+	return x, nil
+}
+
+// timeStack times a CUDA graph of grouped launches over the stack ws (shape sh), call c
+// using ids[c*stride:][:groups], m tokens per group (x and y random, shared by the calls),
+// the ids declared ready (GroupedOptions.IDsReady) when ready.
+// Bytes: the launched matrices' weights, x and y.
+func timeStack(d *cuda.Device, st *cuda.Stream, r *rand.Rand, ws *cuda.WeightStack, sh shape, ids []int32, stride, groups, m int, ready bool) (result, error) {
 	ib, err := d.Alloc(int64(4 * len(ids)))
 	if err != nil {
 		return result{}, err
@@ -521,7 +689,7 @@ func timeStack(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh 
 	if err := ib.UploadI32(ids); err != nil {
 		return result{}, err
 	}
-	x, err := d.Alloc(int64(2 * groups * m * sh.k))
+	x, err := randomX(d, r, groups*m*sh.k)
 	if err != nil {
 		return result{}, err
 	}
@@ -531,20 +699,12 @@ func timeStack(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh 
 		return result{}, err
 	}
 	defer y.Free()
-	xb := make([]byte, 2*groups*m*sh.k)
-	for i := 0; i < len(xb); i += 2 {
-		xb[i] = byte(r.Uint32())
-		xb[i+1] = byte(0x3f+r.IntN(2)) | byte(r.IntN(2))<<7
-	}
-	if err := x.Upload(xb); err != nil {
-		return result{}, err
-	}
 	t, err := timeGraph(st, len(ids)/stride, func(c int) error {
 		v, err := ib.Slice(int64(4*c*stride), int64(4*groups))
 		if err != nil {
 			return err
 		}
-		return st.QGEMMGrouped(ws, v, x, y, m, groups, false)
+		return st.QGEMMGroupedOpts(ws, v, x, y, m, groups, cuda.GroupedOptions{IDsReady: ready})
 	})
 	if err != nil {
 		return result{}, err

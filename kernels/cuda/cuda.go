@@ -332,7 +332,8 @@ func (w *Weight) Free() error {
 
 // gemvPath reports the kernel family of the last decode GEMV launch (M <= 16) in this
 // process: 1 the earlier kernels (csrc/qgemm.cu), 2 / 3 the streaming kernel without / with a
-// cluster split of K, 4 / 5 the predecode kernel (csrc/qgemv_stream.cu); 0 before the first.
+// cluster split of K, 4 / 5 the predecode kernel, 6 the streaming kernel on a grouped launch
+// whose ids were declared ready (csrc/qgemv_stream.cu); 0 before the first.
 // A test hook (the dispatch falls back between them without a signal); not synchronized with
 // launches from other goroutines.
 func gemvPath() int { return int(C.dsv4c_gemv_path()) }
@@ -455,15 +456,19 @@ func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int,
 type GroupedOptions struct {
 	// Accumulate: y += … instead of y = ….
 	Accumulate bool
-	// IDsReady promises that ids was completely written by work that finished before the
-	// previous launch on the stream began: in a decode step's MoE layer, the router's output
-	// with at least one launch in between (the shared expert before the routed w1/w3, the
-	// SwiGLU before w2). The streaming kernel then reads the ids and starts loading the
-	// experts' weights before it waits for the previous kernel (programmatic dependent launch),
-	// as it does for one matrix: one layer's 12 routed w1/w3 matrices at m = 1, 18.2 → 16.3 µs
-	// on the H200 (BENCHMARKS.md). Without the promise the ids are read after that wait. A
-	// broken promise reads stale ids: wrong experts, never out-of-bounds memory (ids outside
-	// [0, E) are still skipped).
+	// IDsReady promises that ids was completely written, and its writes visible, before the
+	// previous launch on the stream began. That holds when at least one launch made without
+	// programmatic dependent launch (any Stream op but the QGEMM family, e.g. RMSNorm or
+	// SwiGLU) sits between the kernel that wrote ids and this launch, or when ids was
+	// uploaded from the host: in a decode step's MoE layer, the router's output with the
+	// SwiGLU of the shared expert before the routed w1/w3, and the routed SwiGLU before w2.
+	// The streaming kernel then reads the ids (and the stack's per-expert alphas) and starts
+	// loading the experts' weights before it waits for the previous kernel, as it does for
+	// one matrix: one layer's 12 routed w1/w3 matrices at m = 1 take 16.2 µs instead of 18.2
+	// on the H200 (BENCHMARKS.md, "CUDA (H200)", session 10). Without the promise the ids are
+	// read after that wait. A broken promise reads stale ids: wrong experts or skipped groups,
+	// never memory outside the stack (ids outside [0, E) are still skipped). Ignored when ids
+	// is nil, for one group, and by the kernels other than the streaming one.
 	IDsReady bool
 }
 

@@ -178,10 +178,14 @@ func (ws *WeightStack) Free() error { return nil }
 // Bytes returns 0.
 func (ws *WeightStack) Bytes() int64 { return 0 }
 
-// GroupedOptions modify a QGEMMGroupedOpts launch (see the cuda build).
+// GroupedOptions modify a QGEMMGroupedOpts launch; the cuda build documents them in full.
 type GroupedOptions struct {
-	Accumulate bool // y += … instead of y = …
-	IDsReady   bool // ids written before the previous launch on the stream began
+	// Accumulate: y += … instead of y = ….
+	Accumulate bool
+	// IDsReady promises that ids was completely written, and its writes visible, before the
+	// previous launch on the stream began (e.g. a non-QGEMM op in between), so that the
+	// kernel may read the ids and load weights before waiting for the previous kernel.
+	IDsReady bool
 }
 
 // QGEMMGroupedOpts returns ErrNoCUDA.

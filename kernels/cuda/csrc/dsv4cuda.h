@@ -78,10 +78,15 @@ int dsv4c_qgemm_cfg(int fmt, const void *d_w, const void *d_scales, int N, int n
  * One launch for all groups; graph-capturable (ids and alphas are read on the device).
  * A group whose id is outside [0, E) is skipped (its y is zero when split-K zeroes y,
  * otherwise left unwritten). accumulate: 0 or 1 (y +=), or'ed with DSV4C_IDS_READY, the
- * caller's promise that d_ids was completely written before the previous launch on stream
- * began (e.g. by the router, with another launch in between): the streaming kernel then reads
- * the ids and issues weight loads before waiting for the previous kernel (programmatic
- * dependent launch), as it does for one matrix. Without it the ids are read after that wait. */
+ * caller's promise that d_ids was completely written, and its writes visible, before the
+ * previous launch on stream began: true when at least one launch made without programmatic
+ * dependent launch (any op of this library other than dsv4c_qgemm*, e.g. RMSNorm or SwiGLU)
+ * sits between the kernel that wrote d_ids and this launch, or when d_ids was written by a
+ * synchronous copy. The streaming kernel's balanced layout then reads the ids and d_alphas and
+ * issues weight loads before waiting for the previous kernel, as it does for one matrix
+ * (dsv4c_gemv_path DSV4C_GEMV_STREAM_READY); other kernels ignore the flag. A broken promise
+ * reads stale ids: wrong experts or skipped groups, never memory outside the stack. d_alphas,
+ * like the weights, must not be written by the previous kernel. */
 #define DSV4C_IDS_READY 2
 int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales, long long wstride,
                         long long sstride, int N, int npad, int K, float alpha,
@@ -98,6 +103,7 @@ int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales, long lon
 #define DSV4C_GEMV_STREAM_CLUSTER 3
 #define DSV4C_GEMV_PREDEC 4
 #define DSV4C_GEMV_PREDEC_CLUSTER 5
+#define DSV4C_GEMV_STREAM_READY 6 /* streaming, grouped, ids read before the wait */
 int dsv4c_gemv_path(void);
 
 /* ---- float32 / small ops (all row-major, float32 unless stated) ---- */

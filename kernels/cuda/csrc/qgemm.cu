@@ -896,6 +896,7 @@ int dispatch(const void *w, const void *sc, int N, int npad, int K, float alpha,
 extern "C" int dsv4c_qgemm_cfg(int fmt, const void *d_w, const void *d_scales, int N, int npad,
                                int K, float alpha, const void *d_x, int ldx, float *d_y, int ldy,
                                int M, int accumulate, int splits, void *stream) {
+  accumulate = accumulate != 0; // y += for any nonzero value (DSV4C_IDS_READY is grouped only)
   if (N <= 0 || M <= 0 || K <= 0 || K % KC != 0 || npad % 64 != 0 || npad < N || ldx < K ||
       ldx % 8 != 0 || ldy < N || ((uintptr_t)d_x & 15) != 0)
     return DSV4C_ERR_SHAPE;

@@ -39,8 +39,8 @@
 //    their units evenly, so a warp may start or end inside a row tile; partial sums of a row
 //    tile meet in shared memory and the warp holding its first chunk adds them in warp order.
 //    After the ids, x's loads (small x) and 3 units go out before x is staged; when the caller
-//    declares the ids ready (DSV4C_IDS_READY: written before the previous launch began), the
-//    ids and 4 units go out before the wait, as for one matrix.
+//    declares the ids ready (DSV4C_IDS_READY, dsv4cuda.h), the ids and up to 4 units (as the
+//    ring allows: FP8-block 3, 4-deep FP4 rings 2) go out before the wait, as for one matrix.
 // The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (FP4: 8-deep,
 // then 4-deep; FP8-block: 4-deep), or when the grid would leave half the SMs idle and no
 // cluster size fixes it (grouped launches, no power-of-two split of the chunks, devices without
@@ -159,7 +159,13 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(e) : "l"(gp.ids + grp) : "memory");
   else
     e = group_expert(gp.ids, grp);
-  if (e < 0 || e >= gp.E) return; // invalid expert id: group left untouched (uniform per block)
+  if (e < 0 || e >= gp.E) { // invalid expert id: group left untouched (uniform per block)
+    // Every block waits for the previous grid before it exits: otherwise a grid of skipped
+    // groups could complete before its predecessor, and the next launch's wait, which covers
+    // only this grid, would not cover that predecessor.
+    if (gp.early) asm volatile("griddepcontrol.wait;" ::: "memory");
+    return;
+  }
   w += (size_t)e * gp.wstride;
   sc += (size_t)e * gp.sstride;
   if (gp.alphas) alpha *= gp.alphas[e];
@@ -222,7 +228,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // loads complete only after the weight loads issued ahead of them (measured: with all
   // DEPTH - UP units ahead, x arrived late enough to idle the decode; BENCHMARKS.md).
   // Grouped launches read the expert ids after the wait (group_expert, above) unless declared
-  // ready (gp.early: then as for one matrix, pre units before the wait): the power-of-two
+  // ready (gp.early, balanced layout only: then as for one matrix, pre units before the wait,
+  // and the alphas are read before it as well): the power-of-two
   // layout issues nothing before x is staged, the balanced one (FLAT) its first pre & 255
   // units, and with pre & 256, when x is at most XF 16-byte pieces per thread (M x K <= 8192:
   // expert w1/w3 at M <= 2, w2 at M <= 4), its loads of x ahead of them, so that x arrives
@@ -594,7 +601,9 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   const int r = (int)cudaLaunchKernelEx(&lc.cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                        alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
                                        probe, pre, ldp, gp);
-  if (r == 0) gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_STREAM_CLUSTER : DSV4C_GEMV_STREAM, std::memory_order_relaxed);
+  if (r == 0)
+    gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_STREAM_CLUSTER : gp.early ? DSV4C_GEMV_STREAM_READY : DSV4C_GEMV_STREAM,
+                    std::memory_order_relaxed);
   return r;
 }
 
@@ -960,6 +969,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     // declined (x and the partial-sum slots do not fit): the power-of-two layout below, whose
     // whole row tiles per warp need no slots, then the earlier kernels
   }
+  gp.early = 0; // the layouts below read the ids after the wait (they issue nothing before it)
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as
   // well for grouped launches, where a block must not span two groups).
@@ -1051,6 +1061,8 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
     return DSV4C_ERR_SHAPE;
   // DSV4C_IDS_READY: read the ids before the wait (DSV4GO_GEMV3_READY=0 ignores the promise)
   static const bool readyOK = env_int("DSV4GO_GEMV3_READY", 1) != 0;
+  // (balanced layout only, see launch_stream; the power-of-two layout issues nothing before x is
+  // staged when it has ids)
   const int ready = readyOK && d_ids && G > 1 && (accumulate & DSV4C_IDS_READY) != 0;
   accumulate &= 1;
   const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready};

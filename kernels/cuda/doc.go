@@ -38,7 +38,9 @@
 // 4-deep rings when x is too large for 8-deep ones. Grouped MoE launches use it in a balanced
 // layout: one wave of blocks, each owning a contiguous run of one expert's row tiles whose
 // units its 8 warps split evenly (partial row tiles meet in shared memory, added in a fixed
-// order), with x loaded ahead of the first weights. Shapes it declines (x larger than its
+// order), with x loaded ahead of the first weights; when the caller declares the expert ids
+// ready (GroupedOptions.IDsReady: written before the previous launch began), the ids and the
+// first weights go out before the wait, as for one matrix. Shapes it declines (x larger than its
 // shared memory, too few row tiles and no cluster size that fixes it) use the earlier kernels of
 // csrc/qgemm.cu. Large M on compute capability 9.0 uses wgmma (csrc/qgemm_large.cu,
 // sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches
@@ -54,7 +56,10 @@
 // split (1: none), DSV4GO_GEMV3_SMALL=0 turns the 4-deep rings off, DSV4GO_GEMV3_GROUPED=0
 // keeps grouped launches off it, DSV4GO_GEMV3_FLAT=0 puts them in its power-of-two layout
 // (whole row tiles per warp), DSV4GO_GEMV3_GPRE=n sets the units they issue before staging
-// x, DSV4GO_GEMV3_GXF=0 loads x after those; DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one
+// x, DSV4GO_GEMV3_GXF=0 loads x after those, DSV4GO_GEMV3_RPRE=n sets the units issued before
+// the wait with ids declared ready, DSV4GO_GEMV3_READY=0 ignores that declaration,
+// DSV4GO_GEMV3_FLATW=0 / DSV4GO_GEMV3_FLATC=n set the balanced layout's waves (one) and its
+// makespan model's per-block start cost (row tiles); DSV4GO_GEMV_OLD=1 / DSV4GO_GEMV2_ALL=1 force one
 // earlier decode kernel, DSV4GO_PDL=1 enables programmatic dependent launch for those,
 // DSV4GO_GEMV_BPS=n sets their split-K target (blocks per SM); DSV4GO_QGEMM_WGMMA=0 keeps
 // large M on mma.sync, DSV4GO_QGEMM_XPERM=0 / 1 turns its x pre-pass off / on for every

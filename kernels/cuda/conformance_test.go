@@ -34,6 +34,15 @@ import (
 
 var testDev *Device
 
+// newStream returns a new stream of d, closed when the test ends.
+func newStream(t *testing.T, d *Device) *Stream {
+	t.Helper()
+	st, err := d.NewStream()
+	must(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 func device(t *testing.T) *Device {
 	t.Helper()
 	if testDev != nil {
@@ -379,9 +388,7 @@ func TestQGEMMConformance(t *testing.T) {
 func TestGraphDecodeStep(t *testing.T) {
 	d := device(t)
 	r := rng(t)
-	st, err := d.NewStream()
-	must(t, err)
-	defer st.Close()
+	st := newStream(t, d)
 	const m, hid, inter = 4, 1024, 512
 	p1, _ := packRandom(t, r, qcase{NVFP4, inter, hid})
 	p3, _ := packRandom(t, r, qcase{NVFP4, inter, hid})
@@ -424,9 +431,7 @@ func TestGraphDecodeStep(t *testing.T) {
 func TestGraphMoEIDsReady(t *testing.T) {
 	d := device(t)
 	r := rng(t)
-	st, err := d.NewStream()
-	must(t, err)
-	defer st.Close()
+	st := newStream(t, d)
 	const rows, ne, k, hid, inter = 2, 8, 3, 512, 1024
 	const g = rows * k
 	stack := func(n, kk int) *WeightStack {
@@ -904,9 +909,7 @@ func replayGraph(t *testing.T, st *Stream, step func() error, out *Buffer, n int
 func TestGraphStreamChain(t *testing.T) {
 	d := device(t)
 	r := rng(t)
-	st, err := d.NewStream()
-	must(t, err)
-	defer st.Close()
+	st := newStream(t, d)
 	const m, k1, n1, n2 = 2, 1024, 4096, 4096
 	p1, _ := packRandom(t, r, qcase{NVFP4, n1, k1})
 	p2, ref2 := packRandom(t, r, qcase{MXFP4, n2, n1})
@@ -963,9 +966,7 @@ func TestGraphStreamChain(t *testing.T) {
 func TestGraphLargeM(t *testing.T) {
 	d := device(t)
 	r := rng(t)
-	st, err := d.NewStream()
-	must(t, err)
-	defer st.Close()
+	st := newStream(t, d)
 	for _, c := range []struct {
 		q qcase
 		m int
@@ -1112,9 +1113,7 @@ func TestQGEMMLargeM(t *testing.T) {
 	replay := os.Getenv("DSV4GO_QGEMM_XPERM_GRAPH") != "0"
 	d := device(t)
 	r := rng(t)
-	st, err := d.NewStream()
-	must(t, err)
-	defer st.Close()
+	st := newStream(t, d)
 	for _, c := range []qgemmCases{{qcase{NVFP4, 512, 4096}, []int{2048}, 0}, {qcase{MXFP4, 2048, 4096}, []int{256}, 0}} {
 		m, n, k := c.ms[0], c.c.n, c.c.k
 		p, _ := packRandom(t, r, c.c)

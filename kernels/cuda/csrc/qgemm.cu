@@ -927,9 +927,9 @@ extern "C" int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scale
                                    float alpha, const float *d_alphas, const int32_t *d_ids,
                                    const void *d_x, float *d_y, int M, int G, int E,
                                    int accumulate, void *stream) {
-  if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || N <= 0 || M <= 0 || M > 16 || G <= 0 || G > 65535 || K <= 0 || K % KC != 0 ||
-      npad % 64 != 0 || npad < N || wstride % 16 != 0 || ((uintptr_t)d_x & 15) != 0 ||
-      ((uintptr_t)d_w & 15) != 0)
+  if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || N <= 0 || M <= 0 || M > 16 || G <= 0 ||
+      G > 65535 || K <= 0 || K % KC != 0 || npad % 64 != 0 || npad < N || wstride % 16 != 0 ||
+      ((uintptr_t)d_x & 15) != 0 || ((uintptr_t)d_w & 15) != 0)
     return DSV4C_ERR_SHAPE;
   cudaStream_t st = (cudaStream_t)stream;
 #define GROUPED(F)                                                                              \

@@ -590,8 +590,9 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   static const int gpre_env = max(0, env_int("DSV4GO_GEMV3_GPRE", 3));
   static const int rpre_env = max(0, env_int("DSV4GO_GEMV3_RPRE", 4));
   static const bool gxf = env_int("DSV4GO_GEMV3_GXF", 1) != 0;
-  const int pre = (FLAT && gp.ids && !gp.early && gxf ? 256 : 0) | min(DEPTH - UP, FLAT && gp.ids ? (gp.early ? rpre_env : gpre_env)
-                                  : pre_env >= 0 ? pre_env
+  const int pre = (FLAT && gp.ids && !gp.early && gxf ? 256 : 0) |
+                  min(DEPTH - UP, FLAT && gp.ids          ? (gp.early ? rpre_env : gpre_env)
+                                  : pre_env >= 0          ? pre_env
                                   : FMT == DSV4C_FMT_FP8B ? DEPTH - UP
                                   : upw <= 2              ? 1
                                   : upw <= 4              ? upw
@@ -933,10 +934,10 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     const int nch = K / 128;
     // Blocks per group: one wave of bps * SMs / G, unless more, smaller blocks in several waves
     // cut a makespan model, (waves) x (row tiles of the largest block + FLATC for a block's
-    // start), with at least 16 units per warp: when G does not divide the slots (a batch's routed experts: 46 w1/w3 matrices
-    // take 11 blocks each, 506 in two waves, rather than 5 each in one wave that leaves 34 slots
-    // idle and loads 98 SMs with two blocks of 26 row tiles). 12 w1/w3 (22) and 6 w2 (44) keep
-    // one wave. FLATC = 1: without the start term, 156 w1/w3 matrices took 32 blocks of 4 row
+    // start), with at least 16 units per warp: when G does not divide the slots (a batch's
+    // routed experts: 46 w1/w3 matrices take 11 blocks each, 506 in two waves, rather than 5
+    // each in one wave that leaves 34 slots idle and loads 98 SMs with two blocks of 26 row
+    // tiles). 12 w1/w3 (22) and 6 w2 (44) keep one wave. FLATC = 1: without the start term, 156 w1/w3 matrices took 32 blocks of 4 row
     // tiles each in 19 waves; with it 5 blocks each in 3 waves (same call 2026-11-30 14:06,
     // NVFP4, ids ready, M = 2 / 3: 188.3 / 191.7 against 219.0 / 233.3 us; 46 and 160
     // matrices within 2 %). DSV4GO_GEMV3_FLATW=0: always one wave; DSV4GO_GEMV3_FLATC: the term.

@@ -202,13 +202,18 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 			sh   shape
 			g    int
 		}{{fmt.Sprintf("%d expert matrices w1/w3", groupW13), expertW13, groupW13}, {fmt.Sprintf("%d expert matrices w2", groupW2), expertW2, groupW2}} {
+			ws, err := uploadStack(d, r, f, gc.sh, max(64, gc.g))
+			if err != nil {
+				return err
+			}
 			for _, m := range ms {
 				if m > 16 { // grouped launches are a decode form: M = tokens per expert <= 16
 					continue
 				}
 				for _, ready := range []bool{false, true} {
-					res, err := timeGrouped(d, st, r, f, gc.sh, gc.g, m, ready)
+					res, err := timeGrouped(d, st, r, ws, gc.sh, gc.g, m, ready)
 					if err != nil {
+						ws.Free()
 						return fmt.Errorf("grouped %v %s M=%d: %w", f, gc.name, m, err)
 					}
 					name := gc.name
@@ -219,6 +224,7 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 						res.us, res.gbs, 100*res.gbs*1e9/copyBW, res.tflops)
 				}
 			}
+			ws.Free()
 		}
 	}
 	if routedMoE && len(routedFormats) > 0 {
@@ -627,24 +633,18 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// timeGrouped times one grouped launch of `groups` matrices chosen at random per call from a
-// stack of max(64, groups) experts, m tokens per matrix.
-func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, sh shape, groups, m int, ready bool) (result, error) {
+// timeGrouped times one grouped launch of `groups` matrices of the stack ws (shape sh) chosen at
+// random per call, m tokens per matrix, the ids declared ready when ready.
+func timeGrouped(d *cuda.Device, st *cuda.Stream, r *rand.Rand, ws *cuda.WeightStack, sh shape, groups, m int, ready bool) (result, error) {
 	const calls = 256
-	experts := max(64, groups)
 	stride := 4 * ((groups + 3) / 4) // keep each call's slice 16-byte aligned
 	ids := make([]int32, calls*stride)
 	for c := 0; c < calls; c++ {
-		perm := r.Perm(experts)
+		perm := r.Perm(ws.E)
 		for z := 0; z < groups; z++ {
 			ids[c*stride+z] = int32(perm[z])
 		}
 	}
-	ws, err := uploadStack(d, r, f, sh, experts)
-	if err != nil {
-		return result{}, err
-	}
-	defer ws.Free()
 	return timeStack(d, st, r, ws, sh, ids, stride, groups, m, ready)
 }
 

@@ -465,8 +465,11 @@ type GroupedOptions struct {
 	// The streaming kernel then reads the ids (and the stack's per-expert alphas) and starts
 	// loading the experts' weights before it waits for the previous kernel, as it does for
 	// one matrix: one layer's 12 routed w1/w3 matrices at m = 1 take 16.2 µs instead of 18.2
-	// on the H200 (BENCHMARKS.md, "CUDA (H200)", session 10). Without the promise the ids are
-	// read after that wait. A broken promise reads stale ids: wrong experts or skipped groups,
+	// on the H200 when the previous launch is a GEMV (BENCHMARKS.md, "CUDA (H200)", session
+	// 10). It pays only after a launch of the QGEMM family (launched with programmatic
+	// dependent launch): right after a plain op such as SwiGLU there is nothing to overlap,
+	// and issuing weights ahead of x cost the routed w2 launch about 1 µs at m = 1 there.
+	// Without the promise the ids are read after the wait. A broken promise reads stale ids: wrong experts or skipped groups,
 	// never memory outside the stack (ids outside [0, E) are still skipped). Ignored when ids
 	// is nil, for one group, and by the kernels other than the streaming one.
 	IDsReady bool

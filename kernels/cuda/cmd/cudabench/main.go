@@ -231,8 +231,9 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 		fmt.Println("\nMoE decode, routed: M tokens, each routed to 6 of a layer's 256 experts at random (one draw per M, the")
 		fmt.Println("same for every call; the experts relabelled at random per call): one grouped launch for the w1 and w3 of every")
 		fmt.Println("expert that got a token, one for their w2; m = the most tokens any expert got (the others padded to it);")
-		fmt.Println("pair: the two launches back to back per call; \"ids ready\": GroupedOptions.IDsReady, the form of a decode")
-		fmt.Println("step, where the router runs at least one launch earlier. Bytes: weights of the launched matrices, x and y:")
+		fmt.Println("pair: the two launches back to back per call (+ SwiGLU: with the SwiGLU kernel that makes w2's x between")
+		fmt.Println("them, as in a decode step); \"ids ready\": GroupedOptions.IDsReady, the form of a decode step, where the router")
+		fmt.Println("runs at least one launch earlier. Bytes: weights of the launched matrices, their x and y:")
 		fmt.Println("| weights | format | tokens | experts | m | time (us) | GB/s | % of copy BW |")
 		fmt.Println("|---|---|---|---|---|---|---|---|")
 		for _, f := range routedFormats {
@@ -516,10 +517,26 @@ func timeRoutedRows(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format
 				return fmt.Errorf("routed %v w2 M=%d: %w", f, m, err)
 			}
 			row(fmt.Sprintf("w2 (%dx%d)%s", expertW2.n, expertW2.k, sfx), res)
-			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready); err != nil {
+			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready, ready, false); err != nil {
 				return fmt.Errorf("routed %v pair M=%d: %w", f, m, err)
 			}
 			row("pair w1/w3 + w2"+sfx, res)
+			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready, ready, true); err != nil {
+				return fmt.Errorf("routed %v pair+SwiGLU M=%d: %w", f, m, err)
+			}
+			row("w1/w3 + SwiGLU + w2"+sfx, res)
+			if ready { // which launch's declaration pays in that chain
+				for _, w13ready := range []bool{true, false} {
+					if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, w13ready, !w13ready, true); err != nil {
+						return fmt.Errorf("routed %v pair+SwiGLU M=%d: %w", f, m, err)
+					}
+					which := "w1/w3"
+					if !w13ready {
+						which = "w2"
+					}
+					row("w1/w3 + SwiGLU + w2, ids ready on "+which+" only", res)
+				}
+			}
 		}
 	}
 	return nil
@@ -554,9 +571,11 @@ func padIDs(ids []int32, g, s int) []int32 {
 }
 
 // timeMoEPair times, per call c, the grouped w1/w3 launch of ids13[c*s13:][:2*experts]
-// followed by the grouped w2 launch of ids2[c*s2:][:experts] (m tokens per matrix), the ids
-// declared ready when ready. Bytes: both launches' weights, x and y.
-func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.WeightStack, ids13 []int32, s13 int, ids2 []int32, s2, experts, m int, ready bool) (result, error) {
+// followed by the grouped w2 launch of ids2[c*s2:][:experts] (m tokens per matrix), their ids
+// declared ready when ready13 / ready2; with swiglu the SwiGLU kernel between them makes w2's x from
+// w1/w3's y (a launch without programmatic dependent launch, as in a decode step). Bytes: both
+// launches' weights, x and y (not the SwiGLU's).
+func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.WeightStack, ids13 []int32, s13 int, ids2 []int32, s2, experts, m int, ready13, ready2, swiglu bool) (result, error) {
 	var bufs []*cuda.Buffer
 	defer func() {
 		for _, b := range bufs {
@@ -609,11 +628,21 @@ func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.We
 		if err != nil {
 			return err
 		}
-		o := cuda.GroupedOptions{IDsReady: ready}
-		if err := st.QGEMMGroupedOpts(w13, v13, x13, y13, m, g13, o); err != nil {
+		if err := st.QGEMMGroupedOpts(w13, v13, x13, y13, m, g13, cuda.GroupedOptions{IDsReady: ready13}); err != nil {
 			return err
 		}
-		return st.QGEMMGroupedOpts(w2, v2, x2, y2, m, experts, o)
+		if swiglu { // the decode step's data flow: w2's x is the SwiGLU of w1/w3's outputs
+			half := int64(2 * g13 * m * expertW13.n) // bytes of one half of y13
+			g, err1 := y13.Slice(0, half)
+			u, err2 := y13.Slice(half, half)
+			if err := firstErr(err1, err2); err != nil {
+				return err
+			}
+			if err := st.SwiGLU(nil, x2, g, u, experts*m*expertW13.n, 10); err != nil {
+				return err
+			}
+		}
+		return st.QGEMMGroupedOpts(w2, v2, x2, y2, m, experts, cuda.GroupedOptions{IDsReady: ready2})
 	})
 	if err != nil {
 		return result{}, err

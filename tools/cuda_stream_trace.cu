@@ -55,7 +55,7 @@ static void trace_shape(int fmt, int N, int K, int M) {
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto launch = [&](int k) {
     int e = dsv4c_qgemv_stream(fmt, w[k % copies], s[k % copies], 0, 0, N, npad, K, 1.f, nullptr, nullptr, x,
-                               y + (size_t)k * M * N, M, 1, 1, 0, st);
+                               y + (size_t)k * M * N, M, 1, 1, 0, 0.f, st);
     if (e) {
       fprintf(stderr, "launch: %d\n", e);
       exit(1);

@@ -421,6 +421,89 @@ func TestGraphDecodeStep(t *testing.T) {
 	}
 }
 
+// TestQGEMMGroupedSwiGLU checks grouped launches whose x is the SwiGLU of float32 gate / up rows
+// (GroupedOptions.SwiGLU) against Stream.SwiGLU into bf16 followed by the plain grouped launch:
+// bit for bit on the streaming kernel (the same staged x, the same kernel), within the split-K
+// atomics' reordering on the earlier kernel (DSV4GO_GEMV3_GROUPED=0: the fallback runs exactly
+// that pair of launches); with and without clamp, ids ready or not, accumulate, every format.
+func TestQGEMMGroupedSwiGLU(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := newStream(t, d)
+	ids := []int32{3, 0, 4, 1}
+	g := len(ids)
+	for _, c := range []qcase{{NVFP4, 2048, 512}, {MXFP4, 1024, 1024}, {FP8Block, 2048, 512}} {
+		var ps []*Packed
+		for i := 0; i < 5; i++ {
+			p, _ := packRandom(t, r, c)
+			ps = append(ps, p)
+		}
+		ws, err := d.UploadWeightStack(ps)
+		must(t, err)
+		for _, m := range []int{1, 3, 9} {
+			alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+			n := g * m * c.k
+			gu, xb, ib, y, yw := alloc(8*n), alloc(2*n), alloc(4*g), alloc(4*g*m*c.n), alloc(4*g*m*c.n)
+			must(t, gu.UploadF32(randF32(r, 2*n, 8)), ib.UploadI32(ids))
+			gate, err1 := gu.Slice(0, int64(4*n))
+			up, err2 := gu.Slice(int64(4*n), int64(4*n))
+			must(t, err1, err2)
+			for _, o := range []GroupedOptions{{SwiGLU: true, SwiGLULimit: 10}, {SwiGLU: true}, {SwiGLU: true, SwiGLULimit: 1.5, IDsReady: true, Accumulate: true}} {
+				init := randF32(r, g*m*c.n, 1)
+				must(t, y.UploadF32(init), yw.UploadF32(init))
+				must(t, st.SwiGLU(nil, xb, gate, up, n, o.SwiGLULimit),
+					st.QGEMMGroupedOpts(ws, ib, xb, yw, m, g, GroupedOptions{Accumulate: o.Accumulate}))
+				ref := gemvPath()
+				must(t, st.QGEMMGroupedOpts(ws, ib, gu, y, m, g, o), st.Sync())
+				path := gemvPath()
+				got, want := make([]float32, g*m*c.n), make([]float32, g*m*c.n)
+				must(t, y.DownloadF32(got), yw.DownloadF32(want))
+				if (ref == 2 || ref == 6) && (path == 2 || path == 6) {
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v m=%d %+v: y[%d] = %g, want %g (SwiGLU launch + grouped launch)", c.f, m, o, i, got[i], want[i])
+						}
+					}
+				} else if e := relErr(got, want); e > 1e-5 {
+					t.Fatalf("%v m=%d %+v (kernel families %d, %d): rel err %g", c.f, m, o, ref, path, e)
+				}
+			}
+			for _, b := range []*Buffer{gu, xb, ib, y, yw} {
+				b.Free()
+			}
+		}
+		ws.Free()
+	}
+	// bad arguments: one group, NaN limit, x too short for float32 rows
+	ws, err := d.UploadWeightStack([]*Packed{func() *Packed { p, _ := packRandom(t, r, qcase{NVFP4, 256, 256}); return p }()})
+	must(t, err)
+	defer ws.Free()
+	small, err := d.Alloc(2 * 2 * 256 * 2) // 2 groups x 256 as bf16 x: too short as float32 gate / up rows
+	must(t, err)
+	defer small.Free()
+	yb, err := d.Alloc(4 * 2 * 256)
+	must(t, err)
+	defer yb.Free()
+	for _, c := range []struct {
+		name   string
+		groups int
+		o      GroupedOptions
+	}{
+		{"one group", 1, GroupedOptions{SwiGLU: true}},
+		{"NaN limit", 2, GroupedOptions{SwiGLU: true, SwiGLULimit: float32(math.NaN())}},
+	} {
+		if err := st.QGEMMGroupedOpts(ws, nil, small, yb, 1, c.groups, c.o); !errors.Is(err, ErrShape) {
+			t.Errorf("%s: got %v, want ErrShape", c.name, err)
+		}
+	}
+	ws2, err := d.UploadWeightStack([]*Packed{func() *Packed { p, _ := packRandom(t, r, qcase{NVFP4, 256, 256}); return p }(), func() *Packed { p, _ := packRandom(t, r, qcase{NVFP4, 256, 256}); return p }()})
+	must(t, err)
+	defer ws2.Free()
+	if err := st.QGEMMGroupedOpts(ws2, nil, small, yb, 1, 2, GroupedOptions{SwiGLU: true}); !errors.Is(err, ErrShape) {
+		t.Errorf("short float32 x: got %v, want ErrShape", err)
+	}
+}
+
 // TestGraphMoEIDsReady captures a routed MoE step, Router -> RMSNorm -> grouped w1, w3 (expert
 // ids = the router's output) -> SwiGLU -> grouped w2, with the grouped launches declaring their
 // ids ready (GroupedOptions.IDsReady: the router finished before the previous launch began, so

@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -469,10 +470,21 @@ type GroupedOptions struct {
 	// 10). It pays only after a launch of the QGEMM family (launched with programmatic
 	// dependent launch): right after a plain op such as SwiGLU there is nothing to overlap,
 	// and issuing weights ahead of x cost the routed w2 launch about 1 µs at m = 1 there.
-	// Without the promise the ids are read after the wait. A broken promise reads stale ids: wrong experts or skipped groups,
-	// never memory outside the stack (ids outside [0, E) are still skipped). Ignored when ids
-	// is nil, for one group, and by the kernels other than the streaming one.
+	// Without the promise the ids are read after the wait. A broken promise reads stale
+	// ids: wrong experts or skipped groups, never memory outside the stack (ids outside
+	// [0, E) are still skipped). Ignored when ids is nil, for one group, and by the kernels
+	// other than the streaming one.
 	IDsReady bool
+	// SwiGLU: x is not bf16 but float32 [2][groups][m][K], group z's gate rows at [0][z] and
+	// up rows at [1][z], and the launch stages silu(min(g, SwiGLULimit)) · clamp(u,
+	// ±SwiGLULimit) rounded to bf16 as its x (the math and bits of Stream.SwiGLU). A w1/w3
+	// grouped launch whose ids list every expert's w1 and then every expert's w3 writes that
+	// layout, so the w2 launch can follow it directly, with no SwiGLU launch between them
+	// (which would leave nothing for w2 to overlap: BENCHMARKS.md). groups ≥ 2. Where the
+	// streaming kernel declines, a SwiGLU launch into stream-ordered scratch runs first.
+	SwiGLU bool
+	// SwiGLULimit is the SwiGLU's clamp (≤ 0: none); V4 configs use swiglu_limit.
+	SwiGLULimit float32
 }
 
 // QGEMMGroupedOpts is QGEMMGrouped with options.
@@ -480,7 +492,14 @@ func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups 
 	if m <= 0 || m > 16 || groups <= 0 || groups > 65535 || (ids == nil && groups > ws.E) {
 		return fmt.Errorf("cuda: grouped qgemm m=%d groups=%d: %w", m, groups, ErrShape)
 	}
-	if err := firstErr(x.ok(int64(groups)*int64(m)*int64(ws.K)*2), y.ok(int64(groups)*int64(m)*int64(ws.N)*4)); err != nil {
+	xb := int64(groups) * int64(m) * int64(ws.K) * 2
+	if o.SwiGLU {
+		if groups < 2 || math.IsNaN(float64(o.SwiGLULimit)) {
+			return fmt.Errorf("cuda: grouped qgemm with SwiGLU x, groups=%d limit=%g: %w", groups, o.SwiGLULimit, ErrShape)
+		}
+		xb *= 4 // float32 gate and up rows instead of bf16 x
+	}
+	if err := firstErr(x.ok(xb), y.ok(int64(groups)*int64(m)*int64(ws.N)*4)); err != nil {
 		return err
 	}
 	var ip unsafe.Pointer
@@ -496,6 +515,12 @@ func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups 
 	}
 	if o.IDsReady && ids != nil {
 		acc |= C.DSV4C_IDS_READY
+	}
+	if o.SwiGLU {
+		return s.do("qgemm_grouped_swiglu", func() C.int {
+			return C.dsv4c_qgemm_grouped_swiglu(C.int(ws.Format), ws.data.p, ws.scales.p, C.longlong(ws.dataStride), C.longlong(ws.scaleStride),
+				C.int(ws.N), C.int(ws.NPad), C.int(ws.K), 1, (*C.float)(ws.al.p), (*C.int32_t)(ip), (*C.float)(x.p), (*C.float)(y.p), C.int(m), C.int(groups), C.int(ws.E), acc, C.float(o.SwiGLULimit), s.p)
+		})
 	}
 	return s.do("qgemm_grouped", func() C.int {
 		return C.dsv4c_qgemm_grouped(C.int(ws.Format), ws.data.p, ws.scales.p, C.longlong(ws.dataStride), C.longlong(ws.scaleStride),

@@ -186,6 +186,11 @@ type GroupedOptions struct {
 	// previous launch on the stream began (e.g. a non-QGEMM op in between), so that the
 	// kernel may read the ids and load weights before waiting for the previous kernel.
 	IDsReady bool
+	// SwiGLU: x is float32 [2][groups][m][K] gate / up rows; the launch stages their clamped
+	// SwiGLU (limit SwiGLULimit, ≤ 0: none) as its bf16 x.
+	SwiGLU bool
+	// SwiGLULimit is the SwiGLU's clamp (≤ 0: none).
+	SwiGLULimit float32
 }
 
 // QGEMMGroupedOpts returns ErrNoCUDA.

@@ -93,6 +93,20 @@ int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales, long lon
                         const float *d_alphas, const int32_t *d_ids, const void *d_x,
                         float *d_y, int M, int G, int E, int accumulate, void *stream);
 
+/* dsv4c_qgemm_grouped whose x is the clamped SwiGLU of float32 rows, made as the launch stages
+ * x: d_gu is float32 [2][G][M][K], group z's gate rows at [0][z] and up rows at [1][z] (a w1 / w3
+ * grouped launch whose ids list every w1 and then every w3 writes this layout), and group z's x
+ * is bf16(silu(min(g, limit)) * clamp(u, -limit, limit)) (limit <= 0: no clamp), the math of
+ * dsv4c_swiglu. No launch then sits between the w1 / w3 launch and this one (in a decode step:
+ * the routed w2 follows w1 / w3 directly). G >= 2. Where the streaming kernel declines (or is
+ * switched off), dsv4c_swiglu into stream-ordered scratch, then dsv4c_qgemm_grouped. accumulate
+ * as for dsv4c_qgemm_grouped (0 / 1, or'ed with DSV4C_IDS_READY). */
+int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *d_scales, long long wstride,
+                               long long sstride, int N, int npad, int K, float alpha,
+                               const float *d_alphas, const int32_t *d_ids, const float *d_gu,
+                               float *d_y, int M, int G, int E, int accumulate, float limit,
+                               void *stream);
+
 /* The kernel family of the last decode GEMV launch (M <= 16) in this process, for tests that
  * must see which kernel a shape takes (the dispatch falls back without a signal): 0 = none yet,
  * DSV4C_GEMV_EARLIER = the earlier kernels of qgemm.cu, DSV4C_GEMV_STREAM(_CLUSTER) = the

@@ -746,7 +746,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   accumulate &= 1;
   if (splits <= 0 && !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(FMT, G > 1)) {
     const int r = dsv4c_qgemv_stream(FMT, w, sc, wstride, sstride, N, npad, K, alpha, alphas,
-                                     ids, x, y, M, G, ids ? E : G, flags, st);
+                                     ids, x, y, M, G, ids ? E : G, flags, 0.f, st);
     if (r != DSV4C_ERR_SHAPE) return r; // declined (see qgemv_stream.h): the kernels below
   }
   dsv4c_gemv_path_set(DSV4C_GEMV_EARLIER);
@@ -947,4 +947,36 @@ extern "C" int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scale
   }
 #undef GROUPED
   return DSV4C_ERR_FORMAT;
+}
+
+extern "C" int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *d_scales,
+                                          long long wstride, long long sstride, int N, int npad,
+                                          int K, float alpha, const float *d_alphas,
+                                          const int32_t *d_ids, const float *d_gu, float *d_y,
+                                          int M, int G, int E, int accumulate, float limit,
+                                          void *stream) {
+  if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || N <= 0 || M <= 0 || M > 16 || G <= 1 ||
+      G > 65535 || K <= 0 || K % KC != 0 || npad % 64 != 0 || npad < N || wstride % 16 != 0 ||
+      ((uintptr_t)d_gu & 15) != 0 || ((uintptr_t)d_w & 15) != 0 || !(limit == limit))
+    return DSV4C_ERR_SHAPE;
+  cudaStream_t st = (cudaStream_t)stream;
+  if (fmt != DSV4C_FMT_NVFP4 && fmt != DSV4C_FMT_MXFP4 && fmt != DSV4C_FMT_FP8B) return DSV4C_ERR_FORMAT;
+  if (!gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(fmt, 1)) {
+    const int r = dsv4c_qgemv_stream(fmt, d_w, d_scales, wstride, sstride, N, npad, K, alpha, d_alphas,
+                                     d_ids, d_gu, d_y, M, G, d_ids ? E : G,
+                                     accumulate | DSV4C_X_SWIGLU, limit, st);
+    if (r != DSV4C_ERR_SHAPE) return r;
+  }
+  // Declined (or the streaming kernel switched off): the SwiGLU into stream-ordered scratch
+  // (a graph allocation node under capture), then the grouped launch on it.
+  const long long n = (long long)G * M * K;
+  void *h = nullptr;
+  cudaError_t e = cudaMallocAsync(&h, (size_t)n * 2, st);
+  if (e != cudaSuccess) return (int)e;
+  int r = dsv4c_swiglu(nullptr, h, d_gu, d_gu + n, n, limit, stream);
+  if (r == 0)
+    r = dsv4c_qgemm_grouped(fmt, d_w, d_scales, wstride, sstride, N, npad, K, alpha, d_alphas, d_ids, h,
+                            d_y, M, G, E, accumulate, stream);
+  e = cudaFreeAsync(h, st);
+  return r != 0 ? r : (int)e;
 }

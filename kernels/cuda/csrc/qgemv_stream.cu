@@ -122,7 +122,19 @@ struct Groups {
   const int *ids;
   int G, E, bpg, cl, lgcl; // cl = 1 << lgcl (device code shifts by lgcl, the launch needs cl)
   int early;                // ids complete before the previous launch began: read before the wait
+  int swiglu;               // x is float32 [2][G][M][K] gate / up rows; stage their SwiGLU (FLAT)
+  float limit;              // the SwiGLU's clamp (<= 0: none)
 };
+
+// swiglu_bf16 is dsv4c_swiglu's element (ops.cu): silu(min(g, limit)) * clamp(u, -limit, limit)
+// (limit <= 0: no clamp), rounded to bf16; the same operations, so the same bits.
+__device__ __forceinline__ __nv_bfloat16 swiglu_bf16(float g, float u, float limit) {
+  if (limit > 0.f) {
+    g = fminf(g, limit);
+    u = fmaxf(fminf(u, limit), -limit);
+  }
+  return __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+}
 
 template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT>
 __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per SM anyway
@@ -169,7 +181,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   w += (size_t)e * gp.wstride;
   sc += (size_t)e * gp.sstride;
   if (gp.alphas) alpha *= gp.alphas[e];
-  x += (size_t)grp * M * K;
+  if (!gp.swiglu) x += (size_t)grp * M * K; // (swiglu: float32 rows, offset where staged)
   y += (size_t)grp * M * N;
   // FLAT (balanced launches, see the launcher): the block owns row tiles ta .. tb-1 of its
   // group, whose units (row tile, chunk) are contiguous in memory in that order; warp w streams
@@ -280,6 +292,22 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
           const int row = i / segs, seg = i - row * segs;
           *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = xr[r];
         }
+      }
+    } else if (FLAT && gp.swiglu) {
+      // x = SwiGLU(gate, up) of this group's float32 rows (the w1 / w3 launch's outputs),
+      // made here so that no launch sits between that launch and this one
+      const float *gx = reinterpret_cast<const float *>(x) + (size_t)grp * M * K;
+      const float *ux = gx + (size_t)gp.G * M * K;
+      for (int i = threadIdx.x; i < M * segs; i += 256) {
+        const int row = i / segs, seg = i - row * segs;
+        const size_t o = (size_t)row * K + seg * 8;
+        const float4 g0 = *reinterpret_cast<const float4 *>(gx + o), g1 = *reinterpret_cast<const float4 *>(gx + o + 4);
+        const float4 u0 = *reinterpret_cast<const float4 *>(ux + o), u1 = *reinterpret_cast<const float4 *>(ux + o + 4);
+        __nv_bfloat16 h[8] = {swiglu_bf16(g0.x, u0.x, gp.limit), swiglu_bf16(g0.y, u0.y, gp.limit),
+                              swiglu_bf16(g0.z, u0.z, gp.limit), swiglu_bf16(g0.w, u0.w, gp.limit),
+                              swiglu_bf16(g1.x, u1.x, gp.limit), swiglu_bf16(g1.y, u1.y, gp.limit),
+                              swiglu_bf16(g1.z, u1.z, gp.limit), swiglu_bf16(g1.w, u1.w, gp.limit)};
+        *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = *reinterpret_cast<const uint4 *>(h);
       }
     } else {
       for (int i = threadIdx.x; i < M * segs; i += 256) {
@@ -590,7 +618,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   static const int gpre_env = max(0, env_int("DSV4GO_GEMV3_GPRE", 3));
   static const int rpre_env = max(0, env_int("DSV4GO_GEMV3_RPRE", 4));
   static const bool gxf = env_int("DSV4GO_GEMV3_GXF", 1) != 0;
-  const int pre = (FLAT && gp.ids && !gp.early && gxf ? 256 : 0) |
+  const int pre = (FLAT && gp.ids && !gp.early && !gp.swiglu && gxf ? 256 : 0) |
                   min(DEPTH - UP, FLAT && gp.ids          ? (gp.early ? rpre_env : gpre_env)
                                   : pre_env >= 0          ? pre_env
                                   : FMT == DSV4C_FMT_FP8B ? DEPTH - UP
@@ -970,6 +998,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     // declined (x and the partial-sum slots do not fit): the power-of-two layout below, whose
     // whole row tiles per warp need no slots, then the earlier kernels
   }
+  if (gp.swiglu) return DSV4C_ERR_SHAPE; // staged SwiGLU: balanced layout only (the caller falls back)
   gp.early = 0; // the layouts below read the ids after the wait (they issue nothing before it)
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as
@@ -1055,7 +1084,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
 int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
                        long long sstride, int N, int npad, int K, float alpha,
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
-                       int M, int G, int E, int accumulate, cudaStream_t st) {
+                       int M, int G, int E, int accumulate, float limit, cudaStream_t st) {
   if (N <= 0 || M <= 0 || M > 16 || K <= 0 || K % 128 != 0 || npad % 64 != 0 || npad < N ||
       G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
       ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
@@ -1065,8 +1094,10 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
   // (balanced layout only, see launch_stream; the power-of-two layout issues nothing before x is
   // staged when it has ids)
   const int ready = readyOK && d_ids && G > 1 && (accumulate & DSV4C_IDS_READY) != 0;
+  const int swiglu = (accumulate & DSV4C_X_SWIGLU) != 0;
+  if (swiglu && G <= 1) return DSV4C_ERR_SHAPE; // the balanced layout is for G > 1
   accumulate &= 1;
-  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready};
+  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready, swiglu, limit};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

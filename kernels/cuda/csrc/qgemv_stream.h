@@ -13,11 +13,15 @@
 // slices z). Returns 0, a cudaError_t, DSV4C_ERR_FORMAT, or DSV4C_ERR_SHAPE when it declines
 // the shape (bad arguments, x too large for its shared memory, fewer blocks than half the
 // SMs): the caller then uses the older decode kernels. accumulate: bit 0 y += ..., bit
-// DSV4C_IDS_READY (grouped launches with ids) the ids are read before the wait (dsv4cuda.h).
+// DSV4C_IDS_READY (grouped launches with ids) the ids are read before the wait (dsv4cuda.h),
+// bit DSV4C_X_SWIGLU (grouped, G > 1) d_x is float32 [2][G][M][K] gate / up rows whose SwiGLU
+// (clamp limit) the kernel stages as x (dsv4c_qgemm_grouped_swiglu); declined outside the
+// balanced layout.
+#define DSV4C_X_SWIGLU 4
 int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
                        long long sstride, int N, int npad, int K, float alpha,
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
-                       int M, int G, int E, int accumulate, cudaStream_t st);
+                       int M, int G, int E, int accumulate, float limit, cudaStream_t st);
 
 // Whether the dispatch tries the streaming kernel for format fmt: 0 with DSV4GO_GEMV3=0 (the
 // switch back to the earlier decode kernels); for grouped launches (grouped != 0) 1 unless

@@ -232,7 +232,8 @@ func run(fmtList, mList string, sweep, grouped bool) error {
 		fmt.Println("same for every call; the experts relabelled at random per call): one grouped launch for the w1 and w3 of every")
 		fmt.Println("expert that got a token, one for their w2; m = the most tokens any expert got (the others padded to it);")
 		fmt.Println("pair: the two launches back to back per call (+ SwiGLU: with the SwiGLU kernel that makes w2's x between")
-		fmt.Println("them, as in a decode step); \"ids ready\": GroupedOptions.IDsReady, the form of a decode step, where the router")
+		fmt.Println("them; staging SwiGLU: w2 makes it from w1/w3's float32 rows, GroupedOptions.SwiGLU); \"ids ready\":")
+		fmt.Println("GroupedOptions.IDsReady, the form of a decode step, where the router")
 		fmt.Println("runs at least one launch earlier. Bytes: weights of the launched matrices, their x and y:")
 		fmt.Println("| weights | format | tokens | experts | m | time (us) | GB/s | % of copy BW |")
 		fmt.Println("|---|---|---|---|---|---|---|---|")
@@ -464,6 +465,14 @@ func routeTopK(r *rand.Rand, tokens, k, n int) []int {
 	return out
 }
 
+// Forms of timeMoEPair's w1/w3 -> w2 chain: nothing between them (w2's x given), a SwiGLU
+// launch between them, or the SwiGLU staged by w2 itself.
+const (
+	swigluNone = iota
+	swigluOp
+	swigluFused
+)
+
 // routedStack is the number of experts of one MoE layer (V4-Flash: 256).
 const routedStack = 256
 
@@ -517,17 +526,21 @@ func timeRoutedRows(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format
 				return fmt.Errorf("routed %v w2 M=%d: %w", f, m, err)
 			}
 			row(fmt.Sprintf("w2 (%dx%d)%s", expertW2.n, expertW2.k, sfx), res)
-			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready, ready, false); err != nil {
+			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready, ready, swigluNone); err != nil {
 				return fmt.Errorf("routed %v pair M=%d: %w", f, m, err)
 			}
 			row("pair w1/w3 + w2"+sfx, res)
-			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready, ready, true); err != nil {
+			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready, ready, swigluOp); err != nil {
 				return fmt.Errorf("routed %v pair+SwiGLU M=%d: %w", f, m, err)
 			}
 			row("w1/w3 + SwiGLU + w2"+sfx, res)
-			if ready { // which launch's declaration pays in that chain
+			if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, ready, ready, swigluFused); err != nil {
+				return fmt.Errorf("routed %v pair, SwiGLU in w2 M=%d: %w", f, m, err)
+			}
+			row("w1/w3 + w2 staging SwiGLU"+sfx, res)
+			if ready { // which launch's declaration pays in the chain with a SwiGLU launch
 				for _, w13ready := range []bool{true, false} {
-					if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, w13ready, !w13ready, true); err != nil {
+					if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, w13ready, !w13ready, swigluOp); err != nil {
 						return fmt.Errorf("routed %v pair+SwiGLU M=%d: %w", f, m, err)
 					}
 					which := "w1/w3"
@@ -572,10 +585,20 @@ func padIDs(ids []int32, g, s int) []int32 {
 
 // timeMoEPair times, per call c, the grouped w1/w3 launch of ids13[c*s13:][:2*experts]
 // followed by the grouped w2 launch of ids2[c*s2:][:experts] (m tokens per matrix), their ids
-// declared ready when ready13 / ready2; with swiglu the SwiGLU kernel between them makes w2's x from
-// w1/w3's y (a launch without programmatic dependent launch, as in a decode step). Bytes: both
-// launches' weights, x and y (not the SwiGLU's).
-func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.WeightStack, ids13 []int32, s13 int, ids2 []int32, s2, experts, m int, ready13, ready2, swiglu bool) (result, error) {
+// declared ready when ready13 / ready2; with swiglu == swigluOp the SwiGLU kernel between them
+// makes w2's x from w1/w3's y (a launch without programmatic dependent launch), with swigluFused
+// w2 makes it as it stages x (GroupedOptions.SwiGLU). Bytes: both launches' weights, x and y
+// (w2's x counted as bf16).
+func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.WeightStack, ids13 []int32, s13 int, ids2 []int32, s2, experts, m int, ready13, ready2 bool, swiglu int) (result, error) {
+	if swiglu == swigluFused { // w1/w3's groups: every w1, then every w3 (w2 reads [2][experts] rows)
+		h := make([]int32, len(ids13))
+		for c := 0; c < len(ids13)/s13; c++ {
+			for z := 0; z < experts; z++ {
+				h[c*s13+z], h[c*s13+experts+z] = ids13[c*s13+2*z], ids13[c*s13+2*z+1]
+			}
+		}
+		ids13 = h
+	}
 	var bufs []*cuda.Buffer
 	defer func() {
 		for _, b := range bufs {
@@ -631,7 +654,7 @@ func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.We
 		if err := st.QGEMMGroupedOpts(w13, v13, x13, y13, m, g13, cuda.GroupedOptions{IDsReady: ready13}); err != nil {
 			return err
 		}
-		if swiglu { // the decode step's data flow: w2's x is the SwiGLU of w1/w3's outputs
+		if swiglu == swigluOp { // the decode step's data flow: w2's x is the SwiGLU of w1/w3's outputs
 			half := int64(2 * g13 * m * expertW13.n) // bytes of one half of y13
 			g, err1 := y13.Slice(0, half)
 			u, err2 := y13.Slice(half, half)
@@ -641,6 +664,9 @@ func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.We
 			if err := st.SwiGLU(nil, x2, g, u, experts*m*expertW13.n, 10); err != nil {
 				return err
 			}
+		}
+		if swiglu == swigluFused { // w2 stages the SwiGLU of w1/w3's float32 rows itself
+			return st.QGEMMGroupedOpts(w2, v2, y13, y2, m, experts, cuda.GroupedOptions{IDsReady: ready2, SwiGLU: true, SwiGLULimit: 10})
 		}
 		return st.QGEMMGroupedOpts(w2, v2, x2, y2, m, experts, cuda.GroupedOptions{IDsReady: ready2})
 	})

@@ -40,7 +40,9 @@
 // units its 8 warps split evenly (partial row tiles meet in shared memory, added in a fixed
 // order), with x loaded ahead of the first weights; when the caller declares the expert ids
 // ready (GroupedOptions.IDsReady: written before the previous launch began), the ids and the
-// first weights go out before the wait, as for one matrix. Shapes it declines (x larger than its
+// first weights go out before the wait, as for one matrix; with GroupedOptions.SwiGLU a launch
+// stages the clamped SwiGLU of float32 gate / up rows as its x (the routed w2 right after
+// w1/w3). Shapes it declines (x larger than its
 // shared memory, too few row tiles and no cluster size that fixes it) use the earlier kernels of
 // csrc/qgemm.cu. Large M on compute capability 9.0 uses wgmma (csrc/qgemm_large.cu,
 // sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches

@@ -41,6 +41,8 @@
 //    After the ids, x's loads (small x) and 3 units go out before x is staged; when the caller
 //    declares the ids ready (DSV4C_IDS_READY, dsv4cuda.h), the ids and up to 4 units (as the
 //    ring allows: FP8-block 3, 4-deep FP4 rings 2) go out before the wait, as for one matrix.
+//    With DSV4C_X_SWIGLU (dsv4c_qgemm_grouped_swiglu) x is float32 gate / up rows and the block
+//    stages their clamped SwiGLU as its bf16 x (the routed w2 straight after w1 / w3).
 // The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (FP4: 8-deep,
 // then 4-deep; FP8-block: 4-deep), or when the grid would leave half the SMs idle and no
 // cluster size fixes it (grouped launches, no power-of-two split of the chunks, devices without

@@ -178,21 +178,6 @@ func (ws *WeightStack) Free() error { return nil }
 // Bytes returns 0.
 func (ws *WeightStack) Bytes() int64 { return 0 }
 
-// GroupedOptions modify a QGEMMGroupedOpts launch; the cuda build documents them in full.
-type GroupedOptions struct {
-	// Accumulate: y += … instead of y = ….
-	Accumulate bool
-	// IDsReady promises that ids was completely written, and its writes visible, before the
-	// previous launch on the stream began (e.g. a non-QGEMM op in between), so that the
-	// kernel may read the ids and load weights before waiting for the previous kernel.
-	IDsReady bool
-	// SwiGLU: x is float32 [2][groups][m][K] gate / up rows; the launch stages their clamped
-	// SwiGLU (limit SwiGLULimit, ≤ 0: none) as its bf16 x.
-	SwiGLU bool
-	// SwiGLULimit is the SwiGLU's clamp (≤ 0: none).
-	SwiGLULimit float32
-}
-
 // QGEMMGroupedOpts returns ErrNoCUDA.
 func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups int, o GroupedOptions) error {
 	return ErrNoCUDA

@@ -98,9 +98,10 @@ int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales, long lon
  * grouped launch whose ids list every w1 and then every w3 writes this layout), and group z's x
  * is bf16(silu(min(g, limit)) * clamp(u, -limit, limit)) (limit <= 0: no clamp), the math of
  * dsv4c_swiglu. No launch then sits between the w1 / w3 launch and this one (in a decode step:
- * the routed w2 follows w1 / w3 directly). G >= 2. Where the streaming kernel declines (or is
- * switched off), dsv4c_swiglu into stream-ordered scratch, then dsv4c_qgemm_grouped. accumulate
- * as for dsv4c_qgemm_grouped (0 / 1, or'ed with DSV4C_IDS_READY). */
+ * the routed w2 follows w1 / w3 directly). G >= 2, limit not NaN, d_gu 16-byte aligned. Where
+ * the streaming kernel declines (or is switched off), dsv4c_swiglu into stream-ordered scratch
+ * (under capture: graph allocation and free nodes), then dsv4c_qgemm_grouped. accumulate as
+ * for dsv4c_qgemm_grouped (0 / 1, or'ed with DSV4C_IDS_READY). */
 int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *d_scales, long long wstride,
                                long long sstride, int N, int npad, int K, float alpha,
                                const float *d_alphas, const int32_t *d_ids, const float *d_gu,

@@ -129,7 +129,8 @@ struct Groups {
 };
 
 // swiglu_bf16 is dsv4c_swiglu's element (ops.cu): silu(min(g, limit)) * clamp(u, -limit, limit)
-// (limit <= 0: no clamp), rounded to bf16; the same operations, so the same bits.
+// (limit <= 0: no clamp), rounded to bf16: the same operations (TestQGEMMGroupedSwiGLU checks
+// the bits against dsv4c_swiglu; a shared device helper would guarantee them).
 __device__ __forceinline__ __nv_bfloat16 swiglu_bf16(float g, float u, float limit) {
   if (limit > 0.f) {
     g = fminf(g, limit);

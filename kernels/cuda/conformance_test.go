@@ -34,6 +34,18 @@ import (
 
 var testDev *Device
 
+// randomStack uploads a stack of n random weights of case c (packRandom's).
+func randomStack(t *testing.T, d *Device, r *rand.Rand, c qcase, n int) *WeightStack {
+	t.Helper()
+	ps := make([]*Packed, n)
+	for i := range ps {
+		ps[i], _ = packRandom(t, r, c)
+	}
+	ws, err := d.UploadWeightStack(ps)
+	must(t, err)
+	return ws
+}
+
 // newStream returns a new stream of d, closed when the test ends.
 func newStream(t *testing.T, d *Device) *Stream {
 	t.Helper()
@@ -433,13 +445,7 @@ func TestQGEMMGroupedSwiGLU(t *testing.T) {
 	ids := []int32{3, 0, 4, 1}
 	g := len(ids)
 	for _, c := range []qcase{{NVFP4, 2048, 512}, {MXFP4, 1024, 1024}, {FP8Block, 2048, 512}} {
-		var ps []*Packed
-		for i := 0; i < 5; i++ {
-			p, _ := packRandom(t, r, c)
-			ps = append(ps, p)
-		}
-		ws, err := d.UploadWeightStack(ps)
-		must(t, err)
+		ws := randomStack(t, d, r, c, 5)
 		for _, m := range []int{1, 3, 9} {
 			alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
 			n := g * m * c.k
@@ -475,8 +481,7 @@ func TestQGEMMGroupedSwiGLU(t *testing.T) {
 		ws.Free()
 	}
 	// bad arguments: one group, NaN limit, x too short for float32 rows
-	ws, err := d.UploadWeightStack([]*Packed{func() *Packed { p, _ := packRandom(t, r, qcase{NVFP4, 256, 256}); return p }()})
-	must(t, err)
+	ws := randomStack(t, d, r, qcase{NVFP4, 256, 256}, 1)
 	defer ws.Free()
 	small, err := d.Alloc(2 * 2 * 256 * 2) // 2 groups x 256 as bf16 x: too short as float32 gate / up rows
 	must(t, err)
@@ -487,8 +492,7 @@ func TestQGEMMGroupedSwiGLU(t *testing.T) {
 	if err := st.QGEMMGroupedOpts(ws, nil, small, yb, 1, 1, GroupedOptions{SwiGLU: true}); !errors.Is(err, ErrShape) {
 		t.Errorf("one group: got %v, want ErrShape", err)
 	}
-	ws2, err := d.UploadWeightStack([]*Packed{func() *Packed { p, _ := packRandom(t, r, qcase{NVFP4, 256, 256}); return p }(), func() *Packed { p, _ := packRandom(t, r, qcase{NVFP4, 256, 256}); return p }()})
-	must(t, err)
+	ws2 := randomStack(t, d, r, qcase{NVFP4, 256, 256}, 2)
 	defer ws2.Free()
 	if err := st.QGEMMGroupedOpts(ws2, nil, small, yb, 1, 2, GroupedOptions{SwiGLU: true}); !errors.Is(err, ErrShape) {
 		t.Errorf("short float32 x: got %v, want ErrShape", err)
@@ -514,17 +518,7 @@ func TestGraphMoEIDsReady(t *testing.T) {
 	st := newStream(t, d)
 	const rows, ne, k, hid, inter = 2, 8, 3, 512, 1024
 	const g = rows * k
-	stack := func(n, kk int) *WeightStack {
-		var ps []*Packed
-		for i := 0; i < ne; i++ {
-			p, _ := packRandom(t, r, qcase{NVFP4, n, kk})
-			ps = append(ps, p)
-		}
-		ws, err := d.UploadWeightStack(ps)
-		must(t, err)
-		return ws
-	}
-	w1, w3, w2 := stack(inter, hid), stack(inter, hid), stack(hid, inter)
+	w1, w3, w2 := randomStack(t, d, r, qcase{NVFP4, inter, hid}, ne), randomStack(t, d, r, qcase{NVFP4, inter, hid}, ne), randomStack(t, d, r, qcase{NVFP4, hid, inter}, ne)
 	defer func() { w1.Free(); w3.Free(); w2.Free() }()
 	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
 	logits, idx, wts, xf, xg := alloc(4*rows*ne), alloc(4*g), alloc(4*g), alloc(4*g*hid), alloc(2*g*hid)

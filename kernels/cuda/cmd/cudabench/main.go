@@ -361,7 +361,7 @@ func uploadCopies(d *cuda.Device, r *rand.Rand, f cuda.Format, sh shape) ([]*cud
 type result struct{ us, gbs, tflops float64 }
 
 func timeGEMM(d *cuda.Device, st *cuda.Stream, r *rand.Rand, ws []*cuda.Weight, sh shape, m, splits int) (result, error) {
-	x, err := d.Alloc(int64(2 * m * sh.k))
+	x, err := randomX(d, r, m*sh.k)
 	if err != nil {
 		return result{}, err
 	}
@@ -371,14 +371,6 @@ func timeGEMM(d *cuda.Device, st *cuda.Stream, r *rand.Rand, ws []*cuda.Weight, 
 		return result{}, err
 	}
 	defer y.Free()
-	xb := make([]byte, 2*m*sh.k)
-	for i := 0; i < len(xb); i += 2 { // bf16 in [-2, 2): exponent 126..128
-		xb[i] = byte(r.Uint32())
-		xb[i+1] = byte(0x3f+r.IntN(2)) | byte(r.IntN(2))<<7
-	}
-	if err := x.Upload(xb); err != nil {
-		return result{}, err
-	}
 	wbytes := float64(ws[0].Bytes())
 	bytes := wbytes + float64(2*m*sh.k+4*m*sh.n)
 	flops := 2 * float64(m) * float64(sh.n) * float64(sh.k)
@@ -477,9 +469,10 @@ const (
 // routedStack is the number of experts of one MoE layer (V4-Flash: 256).
 const routedStack = 256
 
-// timeRoutedRows prints the routed rows of format f: for each M <= 16 of ms, the w1/w3 launch,
-// the w2 launch, and the two back to back (a layer's routed MoE GEMVs without the SwiGLU
-// between them). The 256-expert stacks are uploaded once for all M.
+// timeRoutedRows prints the routed rows of format f: for each M <= 16 of ms, with the ids read
+// after the wait and declared ready, the w1/w3 launch, the w2 launch, and the two back to back
+// with nothing, a SwiGLU launch, or w2's staged SwiGLU between them (timeMoEPair). The
+// 256-expert stacks are uploaded once for all M.
 func timeRoutedRows(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format, ms []int, copyBW float64) error {
 	w13, err := uploadStack(d, r, f, expertW13, 2*routedStack)
 	if err != nil {
@@ -502,14 +495,13 @@ func timeRoutedRows(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format
 		}
 		experts := len(counts)
 		ids13, s13 := routedIDs(r, experts, 2)
-		ids2, s2 := make([]int32, len(ids13)/s13*experts), experts
-		for c := 0; c < len(ids13)/s13; c++ {
+		calls, s2 := len(ids13)/s13, 4*((experts+3)/4) // w2: the same experts, 16-byte aligned slices
+		ids2 := make([]int32, calls*s2)
+		for c := 0; c < calls; c++ {
 			for z := 0; z < experts; z++ {
 				ids2[c*s2+z] = ids13[c*s13+2*z] / 2
 			}
 		}
-		s2 = 4 * ((experts + 3) / 4)
-		ids2 = padIDs(ids2, experts, s2)
 		row := func(name string, res result) {
 			fmt.Printf("| %s | %v | %d | %d | %d | %.2f | %.0f | %.1f |\n", name, f, m, experts, mm, res.us, res.gbs, 100*res.gbs*1e9/copyBW)
 		}
@@ -572,16 +564,6 @@ func routedIDs(r *rand.Rand, experts, per int) ([]int32, int) {
 		}
 	}
 	return ids, stride
-}
-
-// padIDs re-lays ids of calls of g entries each (stride g) at a stride of s.
-func padIDs(ids []int32, g, s int) []int32 {
-	calls := len(ids) / g
-	out := make([]int32, calls*s)
-	for c := 0; c < calls; c++ {
-		copy(out[c*s:c*s+g], ids[c*g:(c+1)*g])
-	}
-	return out
 }
 
 // timeMoEPair times, per call c, the grouped w1/w3 launch of ids13[c*s13:][:2*experts]

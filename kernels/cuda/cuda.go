@@ -494,6 +494,91 @@ func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups 
 	})
 }
 
+// MoEWorkspace is the device scratch of Stream.MoE for up to Groups slots of up to M rows
+// with intermediate size Inter: the slots' float32 gate / up rows [2][groups][m][Inter], their
+// bf16 SwiGLU [groups][m][Inter] (w2's input), and uint32 flags [groups][Inter/16, rounded up to
+// 4] at which the w1 / w3 launch's blocks pair up (zeroed here and left zero by every launch).
+// One per stream: launches that may run at the same time must not share one.
+type MoEWorkspace struct {
+	M, Groups, Inter int
+	gu, h, flags     *Buffer
+}
+
+// NewMoEWorkspace allocates a MoEWorkspace: 10·groups·m·inter bytes plus the flags.
+func (d *Device) NewMoEWorkspace(m, groups, inter int) (*MoEWorkspace, error) {
+	if m <= 0 || m > 16 || groups <= 1 || groups > 65535 || inter <= 0 || inter > 1<<20 {
+		return nil, fmt.Errorf("cuda: MoE workspace m=%d groups=%d inter=%d: %w", m, groups, inter, ErrShape)
+	}
+	w := &MoEWorkspace{M: m, Groups: groups, Inter: inter}
+	n := int64(groups) * int64(m) * int64(inter)
+	fb := 4 * int64(groups) * int64((inter+63)/64*4)
+	var err error
+	if w.flags, err = d.Alloc(fb); err == nil {
+		if err = w.flags.Upload(make([]byte, fb)); err == nil {
+			if w.gu, err = d.Alloc(8 * n); err == nil {
+				w.h, err = d.Alloc(2 * n)
+			}
+		}
+	}
+	if err != nil {
+		w.Free()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Free releases the workspace; idempotent.
+func (w *MoEWorkspace) Free() error { return firstErr(w.flags.Free(), w.gu.Free(), w.h.Free()) }
+
+// MoE issues a decode step's routed experts of one MoE layer: for slot z < groups with expert
+// e = ids[z] (int32 device buffer [groups], read on the device as for QGEMMGrouped; nil:
+// e = z), y[z] = SwiGLU(x[z] · W1_eᵀ, x[z] · W3_eᵀ) · W2_eᵀ, the SwiGLU clamped by
+// o.SwiGLULimit and rounded to bf16 (Stream.SwiGLU's math). x is bf16 [groups][m][H], y
+// float32 [groups][m][H] (y += … with o.Accumulate). w13 stacks 2E matrices [I][H]: expert e's
+// w1 at e and its w3 at E + e (UploadWeightStack(append(w1s, w3s...))); w2 stacks the E
+// matrices [H][I] of the same format. ws holds at least groups slots of m rows of I.
+//
+// The results are, bit for bit, those of QGEMMGrouped on w13 with 2·groups groups (ids, then
+// ids + E; x repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on w2 (TestQGEMMMoE). It takes
+// two launches where the streaming kernel takes the w1 / w3 launch, which reads each slot's id
+// and x once for both: at m < 3 w2 stages the SwiGLU of the float32 gate / up rows
+// (GroupedOptions.SwiGLU); from m = 3 the w1 / w3 launch makes it as it finishes (the second of
+// the two blocks that made the same gate and up rows) and w2 reads bf16 x, the faster way there
+// on the H200 (BENCHMARKS.md, "CUDA (H200)", session 11). No SwiGLU launch sits between them,
+// which would leave w2 nothing to overlap. Otherwise four launches: w1, w3, SwiGLU, w2.
+// groups ≥ 2; a slot whose id is outside [0, E) is skipped (its y left as it was by the
+// streaming kernel).
+func (s *Stream) MoE(w13, w2 *WeightStack, ids, x, y *Buffer, ws *MoEWorkspace, m, groups int, o MoEOptions) error {
+	if w13 == nil || w2 == nil || ws == nil || w13.Format != w2.Format || w13.E != 2*w2.E || w13.N != w2.K || w13.K != w2.N ||
+		m <= 0 || m > 16 || groups < 2 || groups > 65535 || (ids == nil && groups > w2.E) ||
+		m*groups > ws.M*ws.Groups || groups > ws.Groups || w13.N > ws.Inter || math.IsNaN(float64(o.SwiGLULimit)) {
+		return fmt.Errorf("cuda: MoE m=%d groups=%d: %w", m, groups, ErrShape)
+	}
+	if err := firstErr(x.ok(int64(groups)*int64(m)*int64(w13.K)*2), y.ok(int64(groups)*int64(m)*int64(w2.N)*4)); err != nil {
+		return err
+	}
+	var ip unsafe.Pointer
+	if ids != nil {
+		if err := ids.ok(int64(groups) * 4); err != nil {
+			return err
+		}
+		ip = ids.p
+	}
+	acc := C.int(0)
+	if o.Accumulate {
+		acc = 1
+	}
+	if o.IDsReady && ids != nil {
+		acc |= C.DSV4C_IDS_READY
+	}
+	return s.do("moe", func() C.int {
+		return C.dsv4c_moe(C.int(w13.Format), w13.data.p, w13.scales.p, C.longlong(w13.dataStride), C.longlong(w13.scaleStride), (*C.float)(w13.al.p),
+			w2.data.p, w2.scales.p, C.longlong(w2.dataStride), C.longlong(w2.scaleStride), (*C.float)(w2.al.p),
+			C.int(w2.N), C.int(w13.N), C.int(w13.NPad), C.int(w2.NPad), C.int(w2.E), (*C.int32_t)(ip), x.p,
+			(*C.float)(ws.gu.p), ws.h.p, (*C.uint32_t)(ws.flags.p), (*C.float)(y.p), C.int(m), C.int(groups), acc, C.float(o.SwiGLULimit), s.p)
+	})
+}
+
 // MatMulF32 issues y[m][n] = x[m][k] · w[n][k]ᵀ in float32 (a simple tiled kernel; the
 // reference path for unquantized weights).
 func (s *Stream) MatMulF32(y, x, w *Buffer, m, n, k int) error {

@@ -39,3 +39,14 @@ type GroupedOptions struct {
 	// SwiGLULimit is the SwiGLU's clamp (≤ 0: none); V4 configs use swiglu_limit.
 	SwiGLULimit float32
 }
+
+// MoEOptions modify a Stream.MoE launch.
+type MoEOptions struct {
+	// Accumulate: y += … instead of y = ….
+	Accumulate bool
+	// IDsReady: the promise of GroupedOptions.IDsReady, for ids.
+	IDsReady bool
+	// SwiGLULimit is the SwiGLU's clamp (≤ 0: none; NaN is ErrShape); V4 configs use
+	// swiglu_limit.
+	SwiGLULimit float32
+}

@@ -187,3 +187,19 @@ func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups 
 func (s *Stream) QGEMMGrouped(ws *WeightStack, ids, x, y *Buffer, m, groups int, accumulate bool) error {
 	return ErrNoCUDA
 }
+
+// MoEWorkspace is Stream.MoE's scratch; none exist in this build.
+type MoEWorkspace struct {
+	M, Groups, Inter int
+}
+
+// NewMoEWorkspace returns ErrNoCUDA.
+func (d *Device) NewMoEWorkspace(m, groups, inter int) (*MoEWorkspace, error) { return nil, ErrNoCUDA }
+
+// Free returns nil.
+func (w *MoEWorkspace) Free() error { return nil }
+
+// MoE returns ErrNoCUDA.
+func (s *Stream) MoE(w13, w2 *WeightStack, ids, x, y *Buffer, ws *MoEWorkspace, m, groups int, o MoEOptions) error {
+	return ErrNoCUDA
+}

@@ -287,6 +287,47 @@ template <typename K> int opt_in_smem(DeviceOnce &once, K kern, int bytes) {
   return once.run([&] { return (int)cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); });
 }
 
+// ---- the streaming decode GEMVs (qgemv_stream.cu, qgemv_moe.cu) ----
+
+// Per-format unit geometry: a unit is one row tile (16 rows) x one 128-input chunk.
+// Zero bf16 after x that token rows past M read instead (covers the B loads of UP <= 2 units).
+constexpr int ZSTRIP = 256;
+
+template <int FMT> struct Unit {
+  static constexpr int WQ = Fmt<FMT>::WQ;
+  static constexpr int WBYTES = 1024 * WQ; // packed weights: 2 tiles x 32 lanes x WQ x 16 B
+  static constexpr int SBYTES = FMT == DSV4C_FMT_NVFP4 ? 128 : FMT == DSV4C_FMT_MXFP4 ? 64 : 0;
+  static constexpr int SLOT = WBYTES + (SBYTES ? 128 : 0); // ring slot, 128-byte aligned
+};
+
+// swiglu_bf16 is dsv4c_swiglu's element (ops.cu): silu(min(g, limit)) * clamp(u, -limit, limit)
+// (limit <= 0: no clamp), rounded to bf16: the same operations (TestQGEMMGroupedSwiGLU checks
+// the bits against dsv4c_swiglu; a shared device helper would guarantee them).
+__device__ __forceinline__ __nv_bfloat16 swiglu_bf16(float g, float u, float limit) {
+  if (limit > 0.f) {
+    g = fminf(g, limit);
+    u = fmaxf(fminf(u, limit), -limit);
+  }
+  return __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+}
+
+// swiglu8 is swiglu_bf16 of 8 gate / up values, packed as one 16-byte piece of bf16 x.
+__device__ __forceinline__ uint4 swiglu8(float4 g0, float4 g1, float4 u0, float4 u1, float limit) {
+  union {
+    __nv_bfloat16 h[8];
+    uint4 v;
+  } r;
+  r.h[0] = swiglu_bf16(g0.x, u0.x, limit);
+  r.h[1] = swiglu_bf16(g0.y, u0.y, limit);
+  r.h[2] = swiglu_bf16(g0.z, u0.z, limit);
+  r.h[3] = swiglu_bf16(g0.w, u0.w, limit);
+  r.h[4] = swiglu_bf16(g1.x, u1.x, limit);
+  r.h[5] = swiglu_bf16(g1.y, u1.y, limit);
+  r.h[6] = swiglu_bf16(g1.z, u1.z, limit);
+  r.h[7] = swiglu_bf16(g1.w, u1.w, limit);
+  return r.v;
+}
+
 } // namespace
 
 

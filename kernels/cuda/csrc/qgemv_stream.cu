@@ -101,17 +101,6 @@ __device__ unsigned g_trace_n, g_trace_cap; // records used, records the buffer 
 #define TRACE(i)
 #endif
 
-// Per-format unit geometry: a unit is one row tile (16 rows) x one 128-input chunk.
-// Zero bf16 after x that token rows past M read instead (covers the B loads of UP <= 2 units).
-constexpr int ZSTRIP = 256;
-
-template <int FMT> struct Unit {
-  static constexpr int WQ = Fmt<FMT>::WQ;
-  static constexpr int WBYTES = 1024 * WQ; // packed weights: 2 tiles x 32 lanes x WQ x 16 B
-  static constexpr int SBYTES = FMT == DSV4C_FMT_NVFP4 ? 128 : FMT == DSV4C_FMT_MXFP4 ? 64 : 0;
-  static constexpr int SLOT = WBYTES + (SBYTES ? 128 : 0); // ring slot, 128-byte aligned
-};
-
 // Grouped launches (MoE experts): group z of G uses expert ids[z] (z when ids is NULL) of a
 // stack of E weights wstride uint4 / sstride bytes apart, scaled by alphas[e] (if non-NULL),
 // with its own x [M][K] and y [M][N] slices. bpg = blocks per group (a block never spans two
@@ -126,18 +115,10 @@ struct Groups {
   int early;                // ids complete before the previous launch began: read before the wait
   int swiglu;               // x is float32 [2][G][M][K] gate / up rows; stage their SwiGLU (FLAT)
   float limit;              // the SwiGLU's clamp (<= 0: none)
+  int pairs;                // > 0: groups are w1 then w3 of `pairs` slots (DSV4C_W13_PAIRS, FLAT)
+  __nv_bfloat16 *hout;      // DSV4C_W13_SWIGLU: bf16 SwiGLU(gate, up) [pairs][M][N] out, else NULL
+  unsigned *flags;          // DSV4C_W13_SWIGLU: [pairs][bpg] zero flags (left zero)
 };
-
-// swiglu_bf16 is dsv4c_swiglu's element (ops.cu): silu(min(g, limit)) * clamp(u, -limit, limit)
-// (limit <= 0: no clamp), rounded to bf16: the same operations (TestQGEMMGroupedSwiGLU checks
-// the bits against dsv4c_swiglu; a shared device helper would guarantee them).
-__device__ __forceinline__ __nv_bfloat16 swiglu_bf16(float g, float u, float limit) {
-  if (limit > 0.f) {
-    g = fminf(g, limit);
-    u = fmaxf(fminf(u, limit), -limit);
-  }
-  return __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
-}
 
 template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT>
 __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per SM anyway
@@ -166,14 +147,17 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int cr = CLU ? (int)blockIdx.x & (gp.cl - 1) : 0; // rank in the cluster
   const int bx = CLU ? (int)blockIdx.x >> gp.lgcl : (int)blockIdx.x;
   const int grp = bx / gp.bpg, bl = bx - grp * gp.bpg;
+  // DSV4C_W13_PAIRS: group grp is w1 (first half) or w3 (second half) of slot `slot`, whose id
+  // and x both halves share; the stack holds every w1, then every w3 (E each)
+  const int half = gp.pairs > 0 && grp >= gp.pairs, slot = grp - half * gp.pairs;
   int e;
   // ids declared ready (written before the previous launch began): read before the wait, by a
   // load coherent at device scope (never served from a stale L1 line, never taken for a
   // read-only load), so that the weight loads below can go out before the wait too.
   if (gp.early && gp.ids)
-    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(e) : "l"(gp.ids + grp) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(e) : "l"(gp.ids + slot) : "memory");
   else
-    e = group_expert(gp.ids, grp);
+    e = group_expert(gp.ids, slot);
   if (e < 0 || e >= gp.E) { // invalid expert id: group left untouched (uniform per block)
     // Every block waits for the previous grid before it exits: otherwise a grid of skipped
     // groups could complete before its predecessor, and the next launch's wait, which covers
@@ -181,10 +165,11 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     if (gp.early) asm volatile("griddepcontrol.wait;" ::: "memory");
     return;
   }
+  e += half * gp.E;
   w += (size_t)e * gp.wstride;
   sc += (size_t)e * gp.sstride;
   if (gp.alphas) alpha *= gp.alphas[e];
-  if (!gp.swiglu) x += (size_t)grp * M * K; // (swiglu: float32 rows, offset where staged)
+  if (!gp.swiglu) x += (size_t)slot * M * K; // (swiglu: float32 rows, offset where staged)
   y += (size_t)grp * M * N;
   // FLAT (balanced launches, see the launcher): the block owns row tiles ta .. tb-1 of its
   // group, whose units (row tile, chunk) are contiguous in memory in that order; warp w streams
@@ -306,11 +291,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
         const size_t o = (size_t)row * K + seg * 8;
         const float4 g0 = *reinterpret_cast<const float4 *>(gx + o), g1 = *reinterpret_cast<const float4 *>(gx + o + 4);
         const float4 u0 = *reinterpret_cast<const float4 *>(ux + o), u1 = *reinterpret_cast<const float4 *>(ux + o + 4);
-        __nv_bfloat16 h[8] = {swiglu_bf16(g0.x, u0.x, gp.limit), swiglu_bf16(g0.y, u0.y, gp.limit),
-                              swiglu_bf16(g0.z, u0.z, gp.limit), swiglu_bf16(g0.w, u0.w, gp.limit),
-                              swiglu_bf16(g1.x, u1.x, gp.limit), swiglu_bf16(g1.y, u1.y, gp.limit),
-                              swiglu_bf16(g1.z, u1.z, gp.limit), swiglu_bf16(g1.w, u1.w, gp.limit)};
-        *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = *reinterpret_cast<const uint4 *>(h);
+        *reinterpret_cast<uint4 *>(xs + row * XR + seg * 8) = swiglu8(g0, g1, u0, u1, gp.limit);
       }
     } else {
       for (int i = threadIdx.x; i < M * segs; i += 256) {
@@ -450,19 +431,51 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     const bool give = pend && rtc == rt0 && c0 != 0;
     if (give) to_slot(part);
     __syncthreads();
-    if (!pend || give) return;
-    const int tend = (rtc + 1 - ta) * nch; // the tile's end, in units from the block's first
-    for (int j = warp + 1; j < 8; j++) {
-      const int ja = j * P / 8 * UP, jb = (j + 1) * P / 8 * UP;
-      if (ja >= tend) break;
-      if (ja == jb) continue;
+    if (pend && !give) {
+      const int tend = (rtc + 1 - ta) * nch; // the tile's end, in units from the block's first
+      for (int j = warp + 1; j < 8; j++) {
+        const int ja = j * P / 8 * UP, jb = (j + 1) * P / 8 * UP;
+        if (ja >= tend) break;
+        if (ja == jb) continue;
 #pragma unroll
-      for (int n = 0; n < MT; n++)
+        for (int n = 0; n < MT; n++)
 #pragma unroll
-        for (int k = 0; k < 4; k++) part[0][n][k] += red[(((j - 1) * MT + n) * 4 + k) * 32 + lane];
-      if (jb >= tend) break;
+          for (int k = 0; k < 4; k++) part[0][n][k] += red[(((j - 1) * MT + n) * 4 + k) * 32 + lane];
+        if (jb >= tend) break;
+      }
+      store_acc<1, MT>(part, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
     }
-    store_acc<1, MT>(part, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+    if (gp.hout) {
+      // DSV4C_W13_SWIGLU: block bl of slot's w1 group and block bl of its w3 group own the same
+      // rows ta*16 .. rtEnd*16-1. Each, once its rows are stored, adds 1 to their flag
+      // (release: __threadfence, atomicAdd); the second to arrive (old value 1) resets the flag
+      // and makes bf16(SwiGLU(gate, up)) of those rows for w2, reading both from L2. Nobody
+      // waits, so the grid needs no co-residency; the next launch touches the flag only after
+      // its griddepcontrol.wait, when this grid has completed.
+      __syncthreads(); // every store of the block is issued (the adder's above)
+      int *const last = reinterpret_cast<int *>(red); // the slots are free after that barrier
+      if (threadIdx.x == 0) {
+        unsigned *const f = gp.flags + (size_t)slot * gp.bpg + bl;
+        __threadfence();
+        const unsigned old = atomicAdd(f, 1u);
+        if (old == 1) {
+          *f = 0;
+          __threadfence();
+        }
+        *last = (int)old;
+      }
+      __syncthreads();
+      if (*last == 1) {
+        const float *gt = y - (size_t)half * gp.pairs * M * N, *ut = gt + (size_t)gp.pairs * M * N;
+        __nv_bfloat16 *hz = gp.hout + (size_t)slot * M * N;
+        const int r0 = ta * 16, nr = min(rtEnd * 16, N) - r0;
+        for (int i = threadIdx.x; i < M * nr; i += 256) {
+          const int row = i / nr;
+          const size_t o = (size_t)row * N + r0 + (i - row * nr);
+          hz[o] = swiglu_bf16(__ldcg(gt + o), __ldcg(ut + o), gp.limit);
+        }
+      }
+    }
     return;
   }
   if (KW == 1) return;
@@ -1001,7 +1014,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     // declined (x and the partial-sum slots do not fit): the power-of-two layout below, whose
     // whole row tiles per warp need no slots, then the earlier kernels
   }
-  if (gp.swiglu) return DSV4C_ERR_SHAPE; // staged SwiGLU: balanced layout only (the caller falls back)
+  if (gp.swiglu || gp.pairs) return DSV4C_ERR_SHAPE; // staged SwiGLU, w1 / w3 pairs: balanced layout only (the caller falls back)
   gp.early = 0; // the layouts below read the ids after the wait (they issue nothing before it)
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as
@@ -1087,7 +1100,8 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
 int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
                        long long sstride, int N, int npad, int K, float alpha,
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
-                       int M, int G, int E, int accumulate, float limit, cudaStream_t st) {
+                       int M, int G, int E, int accumulate, float limit, void *d_h,
+                       unsigned *d_flags, cudaStream_t st) {
   if (N <= 0 || M <= 0 || M > 16 || K <= 0 || K % 128 != 0 || npad % 64 != 0 || npad < N ||
       G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
       ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
@@ -1099,8 +1113,13 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
   const int ready = readyOK && d_ids && G > 1 && (accumulate & DSV4C_IDS_READY) != 0;
   const int swiglu = (accumulate & DSV4C_X_SWIGLU) != 0;
   if (swiglu && G <= 1) return DSV4C_ERR_SHAPE; // the balanced layout is for G > 1
+  const int pairs = (accumulate & DSV4C_W13_PAIRS) != 0 ? G / 2 : 0;
+  if ((accumulate & DSV4C_W13_PAIRS) != 0 && (G % 2 != 0 || G < 2 || swiglu)) return DSV4C_ERR_SHAPE;
+  const bool hout = (accumulate & DSV4C_W13_SWIGLU) != 0;
+  if (hout && (!pairs || !d_h || !d_flags || (accumulate & 1) != 0)) return DSV4C_ERR_SHAPE;
   accumulate &= 1;
-  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready, swiglu, limit};
+  const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready, swiglu, limit, pairs,
+                  hout ? (__nv_bfloat16 *)d_h : nullptr, hout ? d_flags : nullptr};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

@@ -18,10 +18,21 @@
 // (clamp limit) the kernel stages as x (dsv4c_qgemm_grouped_swiglu); declined outside the
 // balanced layout.
 #define DSV4C_X_SWIGLU 4
+// bit DSV4C_W13_PAIRS (G even): groups z < G/2 are the w1 of slot z and groups G/2 + z its w3,
+// both with x slice z and expert ids[z] (G/2 ids, each in [0, E)), w3 of expert e at stack
+// index E + e (E is per half; dsv4c_moe's w1 / w3 stack); y slices z as usual, i.e. the gate / up
+// layout [2][G/2][M][N] that DSV4C_X_SWIGLU reads. Declined outside the balanced layout.
+#define DSV4C_W13_PAIRS 8
+// bit DSV4C_W13_SWIGLU (with DSV4C_W13_PAIRS, y = not +=): the launch also writes d_h, bf16
+// [G/2][M][N], the clamped SwiGLU (limit) of each slot's gate and up rows, made by whichever of
+// the two blocks owning the same rows stores last (d_flags: [G/2][blocks per group] uint32,
+// zero, left zero; at most G/2 * N/16 of them are used).
+#define DSV4C_W13_SWIGLU 16
 int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
                        long long sstride, int N, int npad, int K, float alpha,
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
-                       int M, int G, int E, int accumulate, float limit, cudaStream_t st);
+                       int M, int G, int E, int accumulate, float limit, void *d_h,
+                       unsigned *d_flags, cudaStream_t st);
 
 // Whether the dispatch tries the streaming kernel for format fmt: 0 with DSV4GO_GEMV3=0 (the
 // switch back to the earlier decode kernels); for grouped launches (grouped != 0) 1 unless

@@ -531,6 +531,10 @@ func timeRoutedRows(d *cuda.Device, st *cuda.Stream, r *rand.Rand, f cuda.Format
 				return fmt.Errorf("routed %v pair, SwiGLU in w2 M=%d: %w", f, m, err)
 			}
 			row("w1/w3 + w2 staging SwiGLU"+sfx, res)
+			if res, err = timeMoE(d, st, r, w13, w2, ids2, s2, experts, mm, ready); err != nil {
+				return fmt.Errorf("routed %v Stream.MoE M=%d: %w", f, m, err)
+			}
+			row("Stream.MoE"+sfx, res)
 			if ready { // which launch's declaration pays in the chain with a SwiGLU launch
 				for _, w13ready := range []bool{true, false} {
 					if res, err = timeMoEPair(d, st, r, w13, w2, ids13, s13, ids2, s2, experts, mm, w13ready, !w13ready, swigluOp); err != nil {
@@ -656,6 +660,49 @@ func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.We
 	if err != nil {
 		return result{}, err
 	}
+	bytes := float64(g13)*float64(w13.Bytes()) + float64(experts)*float64(w2.Bytes()) +
+		float64(g13*m*(2*expertW13.k+4*expertW13.n)) + float64(experts*m*(2*expertW2.k+4*expertW2.n))
+	return result{us: t * 1e6, gbs: bytes / t / 1e9}, nil
+}
+
+// timeMoE times, per call c, Stream.MoE over the slots' experts ids2[c*s2:][:experts] (w13:
+// every w1, then every w3, as timeRoutedRows uploads them: 2 x 256 matrices), m tokens per
+// slot, the ids declared ready when ready. Bytes: as timeMoEPair's, so that the rows compare.
+func timeMoE(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.WeightStack, ids2 []int32, s2, experts, m int, ready bool) (result, error) {
+	ib, err := d.Alloc(int64(4 * len(ids2)))
+	if err != nil {
+		return result{}, err
+	}
+	defer ib.Free()
+	x, err := randomX(d, r, experts*m*expertW13.k)
+	if err != nil {
+		return result{}, err
+	}
+	defer x.Free()
+	y, err := d.Alloc(int64(4 * experts * m * expertW2.n))
+	if err != nil {
+		return result{}, err
+	}
+	defer y.Free()
+	ws, err := d.NewMoEWorkspace(m, experts, expertW13.n)
+	if err != nil {
+		return result{}, err
+	}
+	defer ws.Free()
+	if err := ib.UploadI32(ids2); err != nil {
+		return result{}, err
+	}
+	t, err := timeGraph(st, len(ids2)/s2, func(c int) error {
+		v, err := ib.Slice(int64(4*c*s2), int64(4*experts))
+		if err != nil {
+			return err
+		}
+		return st.MoE(w13, w2, v, x, y, ws, m, experts, cuda.MoEOptions{IDsReady: ready, SwiGLULimit: 10})
+	})
+	if err != nil {
+		return result{}, err
+	}
+	g13 := 2 * experts
 	bytes := float64(g13)*float64(w13.Bytes()) + float64(experts)*float64(w2.Bytes()) +
 		float64(g13*m*(2*expertW13.k+4*expertW13.n)) + float64(experts*m*(2*expertW2.k+4*expertW2.n))
 	return result{us: t * 1e6, gbs: bytes / t / 1e9}, nil

@@ -1,0 +1,227 @@
+//go:build cuda && cgo
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+// moeStacks packs e random experts of hidden size h and intermediate size inter and uploads
+// them as Stream.MoE takes them (w13: every w1, then every w3) and as three plain stacks for
+// the reference launches.
+type moeStacks struct{ w13, w1, w3, w2 *WeightStack }
+
+func newMoEStacks(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter int) *moeStacks {
+	t.Helper()
+	var p1, p3, p2 []*Packed
+	for i := 0; i < e; i++ {
+		a, _ := packRandom(t, r, qcase{f, inter, h})
+		b, _ := packRandom(t, r, qcase{f, inter, h})
+		c, _ := packRandom(t, r, qcase{f, h, inter})
+		if f == NVFP4 { // distinct global scales per matrix
+			a.Alpha *= float32(i + 1)
+			b.Alpha *= float32(2*i + 1)
+			c.Alpha *= float32(e - i)
+		}
+		p1, p3, p2 = append(p1, a), append(p3, b), append(p2, c)
+	}
+	s := &moeStacks{}
+	var err error
+	for _, u := range []struct {
+		dst **WeightStack
+		ps  []*Packed
+	}{{&s.w13, append(append([]*Packed{}, p1...), p3...)}, {&s.w1, p1}, {&s.w3, p3}, {&s.w2, p2}} {
+		*u.dst, err = d.UploadWeightStack(u.ps)
+		must(t, err)
+	}
+	t.Cleanup(func() { s.w13.Free(); s.w1.Free(); s.w3.Free(); s.w2.Free() })
+	return s
+}
+
+// TestQGEMMMoE runs Stream.MoE against its definition: the w1 / w3 grouped launch of 2·groups
+// (every w1, then every w3 of the w13 stack; x repeated), Stream.SwiGLU into bf16, and
+// QGEMMGrouped on w2, each already checked against float64 references (TestQGEMMGrouped,
+// TestCPUConformanceOps). With the default switches the same bits: MoE's w1 / w3 launch has the
+// same layout and its SwiGLU the same operations. Under switches that change the kernels
+// (DSV4GO_GEMV*: separate w1 and w3 launches, other layouts, float32 atomics), 1e-2 relative
+// (norm), as in TestGraphMoEIDsReady. Every launch must leave the workspace's flags at zero, and
+// slots with an id outside [0, E) keep their y (the earlier split-K kernel zeroes it).
+func TestQGEMMMoE(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := newStream(t, d)
+	defaultEnv := true
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DSV4GO_GEMV") || strings.HasPrefix(kv, "DSV4GO_MOE") {
+			defaultEnv = false
+		}
+	}
+	const e = 8
+	ws, err := d.NewMoEWorkspace(5, 8, 2048)
+	must(t, err)
+	defer ws.Free()
+	for _, c := range []struct {
+		f        Format
+		h, inter int
+		ids      []int32
+	}{
+		{NVFP4, 4096, 2048, []int32{5, 2, 7, 0, 3, 6}}, // a V4-Flash layer at one token
+		{MXFP4, 1024, 512, []int32{5, 2, 7, 0}},
+		{NVFP4, 512, 1024, []int32{3, -1, 6, 1, 9}}, // two slots skipped
+		{FP8Block, 1024, 512, []int32{4, 1, 0}},
+	} {
+		s := newMoEStacks(t, d, r, c.f, e, c.h, c.inter)
+		g := len(c.ids)
+		for _, m := range []int{1, 3, 5} {
+			alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+			xb, _ := bf16Acts(r, g*m*c.h)
+			n := g * m * c.inter
+			x, ib, y, yw := alloc(len(xb)), alloc(4*g), alloc(4*g*m*c.h), alloc(4*g*m*c.h)
+			gu, hb := alloc(8*n), alloc(2*n)
+			gate, err1 := gu.Slice(0, int64(4*n))
+			up, err2 := gu.Slice(int64(4*n), int64(4*n))
+			must(t, err1, err2)
+			// the reference's w1 / w3 launch: 2g groups of the w13 stack, x repeated
+			x2, ib2 := alloc(2*len(xb)), alloc(8*g)
+			ids2 := make([]int32, 2*g)
+			for z, id := range c.ids {
+				ids2[z], ids2[g+z] = id, id+e
+				if id < 0 || id >= e {
+					ids2[g+z] = -1
+				}
+			}
+			must(t, x.Upload(xb), ib.UploadI32(c.ids), x2.Upload(append(append([]byte{}, xb...), xb...)), ib2.UploadI32(ids2))
+			for _, o := range []MoEOptions{{SwiGLULimit: 10}, {Accumulate: true, IDsReady: true}} {
+				name := fmt.Sprintf("%v %dx%d m=%d %+v", c.f, c.h, c.inter, m, o)
+				init := randF32(r, g*m*c.h, 1)
+				must(t, y.UploadF32(init), yw.UploadF32(init))
+				must(t, st.QGEMMGrouped(s.w13, ib2, x2, gu, m, 2*g, false), st.SwiGLU(nil, hb, gate, up, n, o.SwiGLULimit),
+					st.QGEMMGrouped(s.w2, ib, hb, yw, m, g, o.Accumulate))
+				ref := gemvPath()
+				must(t, st.MoE(s.w13, s.w2, ib, x, y, ws, m, g, o), st.Sync())
+				got, want := make([]float32, g*m*c.h), make([]float32, g*m*c.h)
+				must(t, y.DownloadF32(got), yw.DownloadF32(want))
+				if !defaultEnv || (ref != 2 && ref != 6) {
+					if err := relErr(got, want); err > 1e-2 {
+						t.Fatalf("%s: y rel err %g (kernel families %d, %d)", name, err, ref, gemvPath())
+					}
+				} else {
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s: y[%d] = %g, want %g", name, i, got[i], want[i])
+						}
+					}
+				}
+				for z, id := range c.ids { // skipped slots keep their y (the earlier kernel zeroes it)
+					if (id < 0 || id >= e) && (ref == 2 || ref == 6) {
+						for i := z * m * c.h; i < (z+1)*m*c.h; i++ {
+							if math.Float32bits(got[i]) != math.Float32bits(init[i]) {
+								t.Fatalf("%s: skipped slot %d: y[%d] = %g, want %g", name, z, i, got[i], init[i])
+							}
+						}
+					}
+				}
+				checkFlagsZero(t, name, ws)
+			}
+			for _, b := range []*Buffer{x, ib, y, yw, gu, hb, x2, ib2} {
+				b.Free()
+			}
+		}
+	}
+	// bad arguments
+	s := newMoEStacks(t, d, r, NVFP4, 2, 256, 128)
+	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+	x, y := alloc(2*4*256), alloc(4*4*256)
+	defer func() { x.Free(); y.Free() }()
+	for _, bad := range []struct {
+		what      string
+		w13, w2   *WeightStack
+		m, groups int
+		o         MoEOptions
+		ws        *MoEWorkspace
+	}{
+		{"one slot", s.w13, s.w2, 1, 1, MoEOptions{}, ws},
+		{"w13 not twice w2", s.w1, s.w2, 1, 2, MoEOptions{}, ws},
+		{"NaN limit", s.w13, s.w2, 1, 2, MoEOptions{SwiGLULimit: float32(math.NaN())}, ws},
+		{"more slots than the workspace", s.w13, s.w2, 1, 9, MoEOptions{}, ws},
+		{"no workspace", s.w13, s.w2, 1, 2, MoEOptions{}, nil},
+	} {
+		if err := st.MoE(bad.w13, bad.w2, nil, x, y, bad.ws, bad.m, bad.groups, bad.o); !errors.Is(err, ErrShape) {
+			t.Errorf("%s: got %v, want ErrShape", bad.what, err)
+		}
+	}
+}
+
+// TestGraphMoE captures Stream.MoE (ids declared ready) in a CUDA graph and replays it with ids
+// that change between replays, several launches per replay: each replay must reproduce the
+// eager result for its ids bit for bit (the streaming kernel is deterministic; 1e-2 relative
+// under the earlier kernel's float32 atomics), and the flags must be zero after every replay.
+func TestGraphMoE(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := newStream(t, d)
+	const e, h, inter, m = 8, 1024, 512, 1
+	s := newMoEStacks(t, d, r, NVFP4, e, h, inter)
+	ids := [][]int32{{5, 2, 7, 0, 3, 6}, {1, 4, 2, 6, 0, 7}}
+	g := len(ids[0])
+	ws, err := d.NewMoEWorkspace(m, g, inter)
+	must(t, err)
+	defer ws.Free()
+	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+	xb, _ := bf16Acts(r, g*m*h)
+	x, ib, y := alloc(len(xb)), alloc(4*g), alloc(4*g*m*h)
+	defer func() { x.Free(); ib.Free(); y.Free() }()
+	must(t, x.Upload(xb))
+	o := MoEOptions{IDsReady: true, SwiGLULimit: 10}
+	eager := make([][]float32, len(ids))
+	for i, v := range ids {
+		must(t, ib.UploadI32(v), st.MoE(s.w13, s.w2, ib, x, y, ws, m, g, o), st.Sync())
+		eager[i] = make([]float32, g*m*h)
+		must(t, y.DownloadF32(eager[i]))
+	}
+	p := gemvPath()
+	bits := p == 2 || p == 6
+	must(t, st.BeginCapture())
+	if err := st.MoE(s.w13, s.w2, ib, x, y, ws, m, g, o); err != nil {
+		st.EndCapture()
+		t.Fatal(err)
+	}
+	gr, err := st.EndCapture()
+	must(t, err)
+	defer gr.Close()
+	for i, k := range []int{0, 1, 1, 0, 1, 0, 0} {
+		must(t, ib.UploadI32(ids[k]), gr.Launch(st, 3, true))
+		got := make([]float32, g*m*h)
+		must(t, y.DownloadF32(got))
+		if !bits {
+			if err := relErr(got, eager[k]); err > 1e-2 {
+				t.Fatalf("replay %d (ids %v): rel err %g", i, ids[k], err)
+			}
+			continue
+		}
+		for j := range got {
+			if math.Float32bits(got[j]) != math.Float32bits(eager[k][j]) {
+				t.Fatalf("replay %d (ids %v): y[%d] = %g, want %g", i, ids[k], j, got[j], eager[k][j])
+			}
+		}
+		checkFlagsZero(t, fmt.Sprintf("replay %d", i), ws)
+	}
+}
+
+// checkFlagsZero fails the test unless every flag of ws is zero.
+func checkFlagsZero(t *testing.T, name string, ws *MoEWorkspace) {
+	t.Helper()
+	f := make([]int32, ws.flags.Len()/4)
+	must(t, ws.flags.DownloadI32(f))
+	for i, v := range f {
+		if v != 0 {
+			t.Fatalf("%s: flag %d left at %d", name, i, v)
+		}
+	}
+}

@@ -339,6 +339,11 @@ func (w *Weight) Free() error {
 // launches from other goroutines.
 func gemvPath() int { return int(C.dsv4c_gemv_path()) }
 
+// moePath reports the form the last Stream.MoE took (dsv4c_moe_path: 1 w1/w3 blocks stream the
+// same rows of both and make their SwiGLU, 2 w2 stages it, 3 a SwiGLU launch, 4 separate w1 and
+// w3 launches); a test hook.
+func moePath() int { return int(C.dsv4c_moe_path()) }
+
 // QGEMM issues y[m][N] = x[m][K] · Wᵀ on the stream (y += … when accumulate): x is bf16
 // [m][K] (row stride K), y float32 [m][N] (row stride N). Decode-sized m (≤ 64) runs a
 // split-K GEMV-style grid; larger m runs 64-token tiles. Asynchronous: errors of the launch
@@ -495,30 +500,24 @@ func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups 
 }
 
 // MoEWorkspace is the device scratch of Stream.MoE for up to Groups slots of up to M rows
-// with intermediate size Inter: the slots' float32 gate / up rows [2][groups][m][Inter], their
-// bf16 SwiGLU [groups][m][Inter] (w2's input), and uint32 flags [groups][Inter/16, rounded up to
-// 4] at which the w1 / w3 launch's blocks pair up (zeroed here and left zero by every launch).
-// One per stream: launches that may run at the same time must not share one.
+// with intermediate size Inter: the slots' float32 gate / up rows [2][groups][m][Inter] and
+// their bf16 SwiGLU [groups][m][Inter] (w2's input). One per stream: launches that may run at
+// the same time must not share one.
 type MoEWorkspace struct {
 	M, Groups, Inter int
-	gu, h, flags     *Buffer
+	gu, h            *Buffer
 }
 
-// NewMoEWorkspace allocates a MoEWorkspace: 10·groups·m·inter bytes plus the flags.
+// NewMoEWorkspace allocates a MoEWorkspace of 10·groups·m·inter bytes.
 func (d *Device) NewMoEWorkspace(m, groups, inter int) (*MoEWorkspace, error) {
 	if m <= 0 || m > 16 || groups <= 1 || groups > 65535 || inter <= 0 || inter > 1<<20 {
 		return nil, fmt.Errorf("cuda: MoE workspace m=%d groups=%d inter=%d: %w", m, groups, inter, ErrShape)
 	}
 	w := &MoEWorkspace{M: m, Groups: groups, Inter: inter}
 	n := int64(groups) * int64(m) * int64(inter)
-	fb := 4 * int64(groups) * int64((inter+63)/64*4)
 	var err error
-	if w.flags, err = d.Alloc(fb); err == nil {
-		if err = w.flags.Upload(make([]byte, fb)); err == nil {
-			if w.gu, err = d.Alloc(8 * n); err == nil {
-				w.h, err = d.Alloc(2 * n)
-			}
-		}
+	if w.gu, err = d.Alloc(8 * n); err == nil {
+		w.h, err = d.Alloc(2 * n)
 	}
 	if err != nil {
 		w.Free()
@@ -528,7 +527,7 @@ func (d *Device) NewMoEWorkspace(m, groups, inter int) (*MoEWorkspace, error) {
 }
 
 // Free releases the workspace; idempotent.
-func (w *MoEWorkspace) Free() error { return firstErr(w.flags.Free(), w.gu.Free(), w.h.Free()) }
+func (w *MoEWorkspace) Free() error { return firstErr(w.gu.Free(), w.h.Free()) }
 
 // MoE issues a decode step's routed experts of one MoE layer: for slot z < groups with expert
 // e = ids[z] (int32 device buffer [groups], read on the device as for QGEMMGrouped; nil:
@@ -538,14 +537,20 @@ func (w *MoEWorkspace) Free() error { return firstErr(w.flags.Free(), w.gu.Free(
 // w1 at e and its w3 at E + e (UploadWeightStack(append(w1s, w3s...))); w2 stacks the E
 // matrices [H][I] of the same format. ws holds at least groups slots of m rows of I.
 //
-// The results are, bit for bit, those of QGEMMGrouped on w13 with 2·groups groups (ids, then
-// ids + E; x repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on w2 (TestQGEMMMoE). It takes
-// two launches where the streaming kernel takes the w1 / w3 launch, which reads each slot's id
-// and x once for both: at m < 3 w2 stages the SwiGLU of the float32 gate / up rows
-// (GroupedOptions.SwiGLU); from m = 3 the w1 / w3 launch makes it as it finishes (the second of
-// the two blocks that made the same gate and up rows) and w2 reads bf16 x, the faster way there
-// on the H200 (BENCHMARKS.md, "CUDA (H200)", session 11). No SwiGLU launch sits between them,
-// which would leave w2 nothing to overlap. Otherwise four launches: w1, w3, SwiGLU, w2.
+// The results are those of QGEMMGrouped on w13 with 2·groups groups (ids, then ids + E; x
+// repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on w2 (TestQGEMMMoE): bit for bit,
+// except where one block streams the same rows of w1 and w3 (below), which cuts a row's float32
+// sums elsewhere, so that a bf16 rounding of the SwiGLU may differ by one ulp. The launches, in
+// the first form the kernels take (BENCHMARKS.md, "CUDA (H200)", session 11, for the choice):
+//   - FP4 where the rows fit in shared memory (V4-Flash's experts at 1 and 4 tokens routed
+//     top-6, not at 16 tokens with 3 rows per slot): w1/w3 as one
+//     launch whose blocks each stream the same rows of w1 and w3 and make their SwiGLU as they
+//     finish, then w2 (two launches; 27.7 µs at one token on the H200, against 28.8 with w2
+//     staging the SwiGLU);
+//   - else w1/w3 as one launch of 2·groups groups that reads each slot's id and x once, then at
+//     m < 3 w2 staging the SwiGLU (GroupedOptions.SwiGLU), from m = 3 a SwiGLU launch and w2;
+//   - where the streaming kernel declines: w1, w3, SwiGLU, w2.
+//
 // groups ≥ 2; a slot whose id is outside [0, E) is skipped (its y left as it was by the
 // streaming kernel).
 func (s *Stream) MoE(w13, w2 *WeightStack, ids, x, y *Buffer, ws *MoEWorkspace, m, groups int, o MoEOptions) error {
@@ -575,7 +580,7 @@ func (s *Stream) MoE(w13, w2 *WeightStack, ids, x, y *Buffer, ws *MoEWorkspace, 
 		return C.dsv4c_moe(C.int(w13.Format), w13.data.p, w13.scales.p, C.longlong(w13.dataStride), C.longlong(w13.scaleStride), (*C.float)(w13.al.p),
 			w2.data.p, w2.scales.p, C.longlong(w2.dataStride), C.longlong(w2.scaleStride), (*C.float)(w2.al.p),
 			C.int(w2.N), C.int(w13.N), C.int(w13.NPad), C.int(w2.NPad), C.int(w2.E), (*C.int32_t)(ip), x.p,
-			(*C.float)(ws.gu.p), ws.h.p, (*C.uint32_t)(ws.flags.p), (*C.float)(y.p), C.int(m), C.int(groups), acc, C.float(o.SwiGLULimit), s.p)
+			(*C.float)(ws.gu.p), ws.h.p, (*C.float)(y.p), C.int(m), C.int(groups), acc, C.float(o.SwiGLULimit), s.p)
 	})
 }
 

@@ -47,11 +47,14 @@ func newMoEStacks(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter i
 // TestQGEMMMoE runs Stream.MoE against its definition: the w1 / w3 grouped launch of 2·groups
 // (every w1, then every w3 of the w13 stack; x repeated), Stream.SwiGLU into bf16, and
 // QGEMMGrouped on w2, each already checked against float64 references (TestQGEMMGrouped,
-// TestCPUConformanceOps). With the default switches the same bits: MoE's w1 / w3 launch has the
-// same layout and its SwiGLU the same operations. Under switches that change the kernels
+// TestCPUConformanceOps). With the default switches the same bits where MoE's w1 / w3 launch
+// has the same layout (2·groups groups; its SwiGLU has the same operations); where its blocks
+// stream the same rows of w1 and w3 (FP4 where they fit in shared memory), they cut a row's
+// float32 sums at other places, so a bf16 rounding of the SwiGLU may flip by one ulp (2^-8
+// relative of one element): y within 1e-3 relative (norm), below one bf16 ulp. Under switches that change the kernels
 // (DSV4GO_GEMV*: separate w1 and w3 launches, other layouts, float32 atomics), 1e-2 relative
-// (norm), as in TestGraphMoEIDsReady. Every launch must leave the workspace's flags at zero, and
-// slots with an id outside [0, E) keep their y (the earlier split-K kernel zeroes it).
+// (norm), as in TestGraphMoEIDsReady. Slots with an id outside [0, E) keep their y (the earlier
+// split-K kernel zeroes it).
 func TestQGEMMMoE(t *testing.T) {
 	d := device(t)
 	r := rng(t)
@@ -111,6 +114,12 @@ func TestQGEMMMoE(t *testing.T) {
 					if err := relErr(got, want); err > 1e-2 {
 						t.Fatalf("%s: y rel err %g (kernel families %d, %d)", name, err, ref, gemvPath())
 					}
+				} else if moePath() == 1 {
+					// the blocks that stream the same rows of w1 and w3 cut a row's float32 sums
+					// elsewhere: a bf16 rounding of h may flip by one ulp (2^-8 of one element)
+					if err := relErr(got, want); err > 1e-3 {
+						t.Fatalf("%s: y rel err %g (w1/w3 rows in one block)", name, err)
+					}
 				} else {
 					for i := range want {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
@@ -127,7 +136,6 @@ func TestQGEMMMoE(t *testing.T) {
 						}
 					}
 				}
-				checkFlagsZero(t, name, ws)
 			}
 			for _, b := range []*Buffer{x, ib, y, yw, gu, hb, x2, ib2} {
 				b.Free()
@@ -161,7 +169,7 @@ func TestQGEMMMoE(t *testing.T) {
 // TestGraphMoE captures Stream.MoE (ids declared ready) in a CUDA graph and replays it with ids
 // that change between replays, several launches per replay: each replay must reproduce the
 // eager result for its ids bit for bit (the streaming kernel is deterministic; 1e-2 relative
-// under the earlier kernel's float32 atomics), and the flags must be zero after every replay.
+// under the earlier kernel's float32 atomics).
 func TestGraphMoE(t *testing.T) {
 	d := device(t)
 	r := rng(t)
@@ -209,19 +217,6 @@ func TestGraphMoE(t *testing.T) {
 			if math.Float32bits(got[j]) != math.Float32bits(eager[k][j]) {
 				t.Fatalf("replay %d (ids %v): y[%d] = %g, want %g", i, ids[k], j, got[j], eager[k][j])
 			}
-		}
-		checkFlagsZero(t, fmt.Sprintf("replay %d", i), ws)
-	}
-}
-
-// checkFlagsZero fails the test unless every flag of ws is zero.
-func checkFlagsZero(t *testing.T, name string, ws *MoEWorkspace) {
-	t.Helper()
-	f := make([]int32, ws.flags.Len()/4)
-	must(t, ws.flags.DownloadI32(f))
-	for i, v := range f {
-		if v != 0 {
-			t.Fatalf("%s: flag %d left at %d", name, i, v)
 		}
 	}
 }

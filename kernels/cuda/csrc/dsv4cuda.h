@@ -109,25 +109,27 @@ int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *d_scales, l
                                void *stream);
 
 /* A decode step's routed MoE experts: for slot z < G with e = ids[z] (device int32 [G]; NULL:
- * e = z), gate[z] = x[z] . W1_e^T and up[z] = x[z] . W3_e^T into d_gu (float32 [2][G][M][I]),
- * h[z] = bf16(silu(min(gate, limit)) * clamp(up, -limit, limit)) into d_h (bf16 [G][M][I]; the
- * math of dsv4c_swiglu), then y[z] = h[z] . W2_e^T (y += when accumulate & 1): the results of
- * dsv4c_qgemm_grouped on W1 and on W3, dsv4c_swiglu, then dsv4c_qgemm_grouped on W2. x is bf16
- * [G][M][H], y float32 [G][M][H], M <= 16, G >= 2. The w1 / w3 stack holds 2E matrices [I][H]
- * every wstride13 bytes (expert e's w1 at e, its w3 at E + e; per-matrix alphas d_al13 [2E] or
- * NULL), the w2 stack E matrices [H][I] (d_al2 [E] or NULL), one format, H and I multiples of
- * 128. d_flags: G * npad13 / 16 uint32, zero before the first launch and left zero by each; one
- * set per stream (launches that may run at the same time must not share them). accumulate may
- * carry DSV4C_IDS_READY (dsv4c_qgemm_grouped). Two launches where the streaming kernel takes w1
- * / w3 as one launch of 2G groups that also makes h; otherwise four (w1, w3, SwiGLU, w2). A
- * slot whose id is outside [0, E) is skipped (its gate / up, h and y left unwritten by the
- * streaming kernel). */
+ * e = z), gate[z] = x[z] . W1_e^T and up[z] = x[z] . W3_e^T, h[z] = bf16(silu(min(gate, limit)) *
+ * clamp(up, -limit, limit)) (the math of dsv4c_swiglu), y[z] = h[z] . W2_e^T (y += when
+ * accumulate & 1): the results of dsv4c_qgemm_grouped on W1 and on W3, dsv4c_swiglu, then
+ * dsv4c_qgemm_grouped on W2. x is bf16 [G][M][H], y float32 [G][M][H], M <= 16, G >= 2; d_gu
+ * (float32 [2][G][M][I]) and d_h (bf16 [G][M][I]) are scratch. The w1 / w3 stack holds 2E
+ * matrices [I][H] every wstride13 bytes (expert e's w1 at e, its w3 at E + e; per-matrix alphas
+ * d_al13 [2E] or NULL), the w2 stack E matrices [H][I] (d_al2 [E] or NULL), one format, H and I
+ * multiples of 128. accumulate may carry DSV4C_IDS_READY (dsv4c_qgemm_grouped). Two to four
+ * launches, in the first form the kernels take (dsv4c_moe_path). A slot whose id is outside
+ * [0, E) is skipped (its y left unwritten by the streaming kernel). */
 int dsv4c_moe(int fmt, const void *d_w13, const void *d_s13, long long wstride13,
               long long sstride13, const float *d_al13, const void *d_w2, const void *d_s2,
               long long wstride2, long long sstride2, const float *d_al2, int H, int I,
               int npad13, int npad2, int E, const int32_t *d_ids, const void *d_x, float *d_gu,
-              void *d_h, uint32_t *d_flags, float *d_y, int M, int G, int accumulate, float limit,
-              void *stream);
+              void *d_h, float *d_y, int M, int G, int accumulate, float limit, void *stream);
+
+/* The form the last dsv4c_moe took (a test hook): 1 = w1 / w3 as one launch whose blocks each
+ * stream the same rows of both and make their SwiGLU, then w2; 2 = w1 / w3 as one launch, then
+ * w2 staging the SwiGLU; 3 = w1 / w3 as one launch, a SwiGLU launch, w2; 4 = separate w1, w3,
+ * SwiGLU and w2 launches. */
+int dsv4c_moe_path(void);
 
 /* The kernel family of the last decode GEMV launch (M <= 16) in this process, for tests that
  * must see which kernel a shape takes (the dispatch falls back without a signal): 0 = none yet,

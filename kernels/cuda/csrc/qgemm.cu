@@ -746,7 +746,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   accumulate &= 1;
   if (splits <= 0 && !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(FMT, G > 1)) {
     const int r = dsv4c_qgemv_stream(FMT, w, sc, wstride, sstride, N, npad, K, alpha, alphas,
-                                     ids, x, y, M, G, ids ? E : G, flags, 0.f, nullptr, nullptr, st);
+                                     ids, x, y, M, G, ids ? E : G, flags, 0.f, nullptr, st);
     if (r != DSV4C_ERR_SHAPE) return r; // declined (see qgemv_stream.h): the kernels below
   }
   dsv4c_gemv_path_set(DSV4C_GEMV_EARLIER);
@@ -964,7 +964,7 @@ extern "C" int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *
   if (!gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(fmt, 1)) {
     const int r = dsv4c_qgemv_stream(fmt, d_w, d_scales, wstride, sstride, N, npad, K, alpha, d_alphas,
                                      d_ids, d_gu, d_y, M, G, d_ids ? E : G,
-                                     accumulate | DSV4C_X_SWIGLU, limit, nullptr, nullptr, st);
+                                     accumulate | DSV4C_X_SWIGLU, limit, nullptr, st);
     if (r != DSV4C_ERR_SHAPE) return r;
   }
   // Declined (or the streaming kernel switched off): the SwiGLU into stream-ordered scratch
@@ -972,7 +972,10 @@ extern "C" int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *
   const long long n = (long long)G * M * K;
   void *h = nullptr;
   cudaError_t e = cudaMallocAsync(&h, (size_t)n * 2, st);
-  if (e != cudaSuccess) return (int)e;
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError(); // not sticky: leave no stale error for the next launch's check
+    return (int)e;
+  }
   int r = dsv4c_swiglu(nullptr, h, d_gu, d_gu + n, n, limit, stream);
   if (r == 0)
     r = dsv4c_qgemm_grouped(fmt, d_w, d_scales, wstride, sstride, N, npad, K, alpha, d_alphas, d_ids, h,
@@ -981,42 +984,59 @@ extern "C" int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *
   return r != 0 ? r : (int)e;
 }
 
+// The form of the last dsv4c_moe (dsv4c_moe_path; a test hook).
+static std::atomic<int> moe_path{0};
+
+extern "C" int dsv4c_moe_path(void) { return moe_path.load(std::memory_order_relaxed); }
+
 extern "C" int dsv4c_moe(int fmt, const void *d_w13, const void *d_s13, long long wstride13,
                          long long sstride13, const float *d_al13, const void *d_w2,
                          const void *d_s2, long long wstride2, long long sstride2,
                          const float *d_al2, int H, int I, int npad13, int npad2, int E,
                          const int32_t *d_ids, const void *d_x, float *d_gu, void *d_h,
-                         uint32_t *d_flags, float *d_y, int M, int G, int accumulate, float limit,
-                         void *stream) {
+                         float *d_y, int M, int G, int accumulate, float limit, void *stream) {
   if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || M <= 0 || M > 16 || G <= 1 || G > 65535 ||
       E <= 0 || H <= 0 || I <= 0 || H % KC != 0 || I % KC != 0 || npad13 < I || npad2 < H ||
       npad13 % 64 != 0 || npad2 % 64 != 0 || wstride13 % 16 != 0 || sstride13 % 16 != 0 ||
-      !d_gu || !d_h || !d_flags || !(limit == limit))
+      !d_gu || !d_h || !(limit == limit))
     return DSV4C_ERR_SHAPE;
   if (fmt != DSV4C_FMT_NVFP4 && fmt != DSV4C_FMT_MXFP4 && fmt != DSV4C_FMT_FP8B) return DSV4C_ERR_FORMAT;
   cudaStream_t st = (cudaStream_t)stream;
   const int ready = accumulate & DSV4C_IDS_READY;
-  // w1 and w3: one grouped launch of 2G groups (the streaming kernel's balanced layout,
-  // DSV4C_W13_PAIRS), then w2 on their SwiGLU, made either by w2 as it stages its x
-  // (dsv4c_qgemm_grouped_swiglu) or by the w1 / w3 launch as it finishes (DSV4C_W13_SWIGLU, then
-  // w2 on bf16 x). Same call (2026-11-30 16:24, NVFP4, ids ready, tokens routed top-6 over 256
-  // experts, us): 1 token (6 slots of 1 row) 28.40 staged / 27.82 made by w1 / w3; 4 tokens (24
-  // x 1) 91.00 / 93.18; 16 tokens (80 x 3) 334.50 / 317.56. So w1 / w3 makes it from 3 rows per
-  // slot. DSV4GO_MOE_STAGE=1 / 0 forces one way.
-  static const int stageEnv = env_int("DSV4GO_MOE_STAGE", -1);
-  const bool stage = stageEnv >= 0 ? stageEnv == 1 : M < 3;
-  int r = DSV4C_ERR_SHAPE;
-  if (!gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(fmt, 1))
+  // w1 / w3, in the first of these forms that the kernels take (DSV4GO_MOE_FORM=1..4 forces one):
+  //  1. (FP4) one launch of G groups whose blocks each stream the same rows of w1 and w3 and make
+  //     their bf16 SwiGLU from shared memory (DSV4C_W13_ROWS; declined when those rows and x do
+  //     not fit beside the rings), then w2 on it;
+  //  2. one launch of 2G groups (DSV4C_W13_PAIRS) into gate / up, then at m < 3 w2 staging their
+  //     SwiGLU (dsv4c_qgemm_grouped_swiglu), from m = 3
+  //  3. a SwiGLU launch and w2 on its bf16 output;
+  //  4. w1 and w3 (the stack's halves) one launch each, the SwiGLU launch, w2.
+  // Same calls (NVFP4, ids ready, tokens routed top-6 over 256 experts; us, form 1 / 2 / 3;
+  // BENCHMARKS.md): 16:32, 1 token (6 slots of 1 row) 27.67 / 28.76 / -, 4 tokens (24 x 1) 90.14
+  // / 94.52 / -; 16 tokens (80 x 3: form 1 does not fit) 16:24 and 16:32, w2 staging 334.5 /
+  // 343.7 against a SwiGLU launch 313.2 / 308.6.
+  static const int form = env_int("DSV4GO_MOE_FORM", 0);
+  const bool streamOK = !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(fmt, 1);
+  const size_t n = (size_t)G * M * I;
+  int r = DSV4C_ERR_SHAPE, path = 0;
+  if (streamOK && (form == 0 || form == 1)) {
+    r = dsv4c_qgemv_stream(fmt, d_w13, d_s13, wstride13, sstride13, I, npad13, H, 1, d_al13, d_ids, d_x, d_gu, M, G,
+                           E, ready | DSV4C_W13_ROWS, limit, d_h, st);
+    path = 1;
+  }
+  if (r == DSV4C_ERR_SHAPE && streamOK && (form == 0 || form == 2 || form == 3)) {
     r = dsv4c_qgemv_stream(fmt, d_w13, d_s13, wstride13, sstride13, I, npad13, H, 1, d_al13, d_ids, d_x, d_gu, M,
-                           2 * G, E, ready | DSV4C_W13_PAIRS | (stage ? 0 : DSV4C_W13_SWIGLU), limit, d_h,
-                           d_flags, st);
-  if (r == 0 && stage)
-    return dsv4c_qgemm_grouped_swiglu(fmt, d_w2, d_s2, wstride2, sstride2, H, npad2, I, 1, d_al2, d_ids, d_gu, d_y,
-                                      M, G, E, accumulate, limit, stream);
+                           2 * G, E, ready | DSV4C_W13_PAIRS, 0, nullptr, st);
+    path = form != 0 ? form : M < 3 ? 2 : 3;
+    if (r == 0 && path == 2) {
+      moe_path.store(2, std::memory_order_relaxed);
+      return dsv4c_qgemm_grouped_swiglu(fmt, d_w2, d_s2, wstride2, sstride2, H, npad2, I, 1, d_al2, d_ids, d_gu,
+                                        d_y, M, G, E, accumulate, limit, stream);
+    }
+    if (r == 0) r = dsv4c_swiglu(nullptr, d_h, d_gu, d_gu + n, (long long)n, limit, stream);
+  }
   if (r == DSV4C_ERR_SHAPE) {
-    // declined (or the streaming kernel switched off): w1 and w3 (the stack's halves) one launch
-    // each, then the SwiGLU launch
-    const size_t n = (size_t)G * M * I;
+    path = 4;
     r = dsv4c_qgemm_grouped(fmt, d_w13, d_s13, wstride13, sstride13, I, npad13, H, 1, d_al13, d_ids, d_x, d_gu, M,
                             G, E, ready, stream);
     if (r == 0)
@@ -1025,6 +1045,7 @@ extern "C" int dsv4c_moe(int fmt, const void *d_w13, const void *d_s13, long lon
                               d_al13 ? d_al13 + E : nullptr, d_ids, d_x, d_gu + n, M, G, E, ready, stream);
     if (r == 0) r = dsv4c_swiglu(nullptr, d_h, d_gu, d_gu + n, (long long)n, limit, stream);
   }
+  moe_path.store(path, std::memory_order_relaxed);
   if (r != 0) return r;
   return dsv4c_qgemm_grouped(fmt, d_w2, d_s2, wstride2, sstride2, H, npad2, I, 1, d_al2, d_ids, d_h, d_y, M, G, E,
                              accumulate, stream);

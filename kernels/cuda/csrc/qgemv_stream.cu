@@ -116,8 +116,8 @@ struct Groups {
   int swiglu;               // x is float32 [2][G][M][K] gate / up rows; stage their SwiGLU (FLAT)
   float limit;              // the SwiGLU's clamp (<= 0: none)
   int pairs;                // > 0: groups are w1 then w3 of `pairs` slots (DSV4C_W13_PAIRS, FLAT)
-  __nv_bfloat16 *hout;      // DSV4C_W13_SWIGLU: bf16 SwiGLU(gate, up) [pairs][M][N] out, else NULL
-  unsigned *flags;          // DSV4C_W13_SWIGLU: [pairs][bpg] zero flags (left zero)
+  __nv_bfloat16 *hout;      // DSV4C_W13_ROWS: bf16 SwiGLU(gate, up) [G][M][N] out, else NULL
+  int rows2;                // DSV4C_W13_ROWS (FLAT, FP4): each block streams the same rows of w1 and w3
 };
 
 template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT>
@@ -168,6 +168,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   e += half * gp.E;
   w += (size_t)e * gp.wstride;
   sc += (size_t)e * gp.sstride;
+  const float alpha3 = gp.rows2 && gp.alphas ? alpha * gp.alphas[e + gp.E] : alpha; // DSV4C_W13_ROWS: w3's
   if (gp.alphas) alpha *= gp.alphas[e];
   if (!gp.swiglu) x += (size_t)slot * M * K; // (swiglu: float32 rows, offset where staged)
   y += (size_t)grp * M * N;
@@ -175,10 +176,16 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // group, whose units (row tile, chunk) are contiguous in memory in that order; warp w streams
   // units ua .. ub-1 of them (counted from the block's first), cut at whole UP-unit steps, so a
   // warp may start and end inside a row tile. P: the block's steps.
-  int rt0, rtEnd, c0, ncw, nu, ta = 0, P = 0;
+  // DSV4C_W13_ROWS: the block's row tiles ta .. ta+n1-1 of w1, then the same of w3 (tiles ta+n1
+  // .. ta+2*n1-1 here; the issue side jumps to w3 after the first n1).
+  int rt0, rtEnd, c0, ncw, nu, ta = 0, P = 0, n1 = 0;
   if constexpr (FLAT) {
     ta = (int)((long long)bl * ntiles / gp.bpg);
     rtEnd = (int)((long long)(bl + 1) * ntiles / gp.bpg);
+    if (gp.rows2) {
+      n1 = rtEnd - ta;
+      rtEnd += n1;
+    }
     P = (rtEnd - ta) * nch / UP;
     const int ua = warp * P / 8 * UP, ub = (warp + 1) * P / 8 * UP;
     rt0 = ta + ua / nch;
@@ -207,6 +214,19 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const long long wjump = FLAT ? 0 : ((long long)RW * KT - 2 * ncw) * (32 * WQ);
   const long long sjump = FLAT ? 0 : ((long long)RW * nch - ncw) * U::SBYTES;
   int ci = ncw, lefti = nu;
+  int tleft = 0x7fffffff; // DSV4C_W13_ROWS: row tiles the issue side finishes before it jumps to w3
+  long long hjw = 0, hjs = 0;
+  if (FLAT && gp.rows2) {
+    hjw = (long long)gp.E * gp.wstride - (long long)n1 * KT * 32 * WQ;
+    hjs = (long long)gp.E * gp.sstride - (long long)n1 * nch * U::SBYTES;
+    if (rt0 >= ta + n1) {
+      wi += hjw;
+      si += hjs;
+    } else {
+      tleft = ta + n1 - rt0;
+    }
+    ci = nch - c0;
+  }
   auto issue = [&](uint8_t *slot) {
     if (lefti > 0) {
 #pragma unroll
@@ -219,6 +239,10 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
         ci = ncw;
         wi += wjump;
         si += sjump;
+        if (--tleft == 0) {
+          wi += hjw;
+          si += hjs;
+        }
       }
     }
     cp_commit(); // one group per unit, empty past the end: the wait count stays uniform
@@ -332,6 +356,23 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // (after x's zero strip; slot warp - 1: warp 0 starts at the block's first unit and never
   // leaves one), for the warp that holds the tile's chunk 0 to add (below).
   float *const red = reinterpret_cast<float *>(zs + ZSTRIP);
+  // DSV4C_W13_ROWS: the block's gate rows then up rows, [2 * n1 * 16][M] float32, past the slots
+  float *const hs = red + 7 * MT * 4 * 32;
+  // put stores a finished row tile: to y, or (DSV4C_W13_ROWS) scaled by w1's or w3's alpha to hs
+  auto put = [&](const float (&v)[1][MT][4], int rt) {
+    if (FLAT && gp.rows2) {
+      const float a = rt < ta + n1 ? alpha : alpha3;
+#pragma unroll
+      for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+          const int tok = n * 8 + 2 * t + (q & 1);
+          if (tok < M) hs[((rt - ta) * 16 + g + ((q >> 1) << 3)) * M + tok] = v[0][n][q] * a;
+        }
+    } else {
+      store_acc<1, MT>(v, rt, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+    }
+  };
   auto to_slot = [&](const float (&v)[1][MT][4]) {
 #pragma unroll
     for (int n = 0; n < MT; n++)
@@ -397,7 +438,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
         if (FLAT && rtc == rt0 && c0 != 0)
           to_slot(sum); // entered past chunk 0: another warp adds it
         else
-          store_acc<1, MT>(sum, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+          put(sum, rtc);
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -443,37 +484,16 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
           for (int k = 0; k < 4; k++) part[0][n][k] += red[(((j - 1) * MT + n) * 4 + k) * 32 + lane];
         if (jb >= tend) break;
       }
-      store_acc<1, MT>(part, rtc, ntiles, 0, alpha, y, N, M, N, lane, false, accumulate != 0);
+      put(part, rtc);
     }
-    if (gp.hout) {
-      // DSV4C_W13_SWIGLU: block bl of slot's w1 group and block bl of its w3 group own the same
-      // rows ta*16 .. rtEnd*16-1. Each, once its rows are stored, adds 1 to their flag
-      // (release: __threadfence, atomicAdd); the second to arrive (old value 1) resets the flag
-      // and makes bf16(SwiGLU(gate, up)) of those rows for w2, reading both from L2. Nobody
-      // waits, so the grid needs no co-residency; the next launch touches the flag only after
-      // its griddepcontrol.wait, when this grid has completed.
-      __syncthreads(); // every store of the block is issued (the adder's above)
-      int *const last = reinterpret_cast<int *>(red); // the slots are free after that barrier
-      if (threadIdx.x == 0) {
-        unsigned *const f = gp.flags + (size_t)slot * gp.bpg + bl;
-        __threadfence();
-        const unsigned old = atomicAdd(f, 1u);
-        if (old == 1) {
-          *f = 0;
-          __threadfence();
-        }
-        *last = (int)old;
-      }
-      __syncthreads();
-      if (*last == 1) {
-        const float *gt = y - (size_t)half * gp.pairs * M * N, *ut = gt + (size_t)gp.pairs * M * N;
-        __nv_bfloat16 *hz = gp.hout + (size_t)slot * M * N;
-        const int r0 = ta * 16, nr = min(rtEnd * 16, N) - r0;
-        for (int i = threadIdx.x; i < M * nr; i += 256) {
-          const int row = i / nr;
-          const size_t o = (size_t)row * N + r0 + (i - row * nr);
-          hz[o] = swiglu_bf16(__ldcg(gt + o), __ldcg(ut + o), gp.limit);
-        }
+    if (gp.rows2) {
+      // DSV4C_W13_ROWS: bf16(SwiGLU(gate, up)) of the block's rows, from shared memory
+      __syncthreads(); // the adders' tiles are in hs
+      const int r0 = ta * 16, nr = min(n1 * 16, N - r0);
+      __nv_bfloat16 *hz = gp.hout + (size_t)slot * M * N;
+      for (int i = threadIdx.x; i < M * nr; i += 256) {
+        const int tok = i / nr, r = i - tok * nr;
+        hz[(size_t)tok * N + r0 + r] = swiglu_bf16(hs[r * M + tok], hs[(n1 * 16 + r) * M + tok], gp.limit);
       }
     }
     return;
@@ -593,8 +613,9 @@ template <typename Kern> int cluster_fits(std::atomic<int> (&cache)[64][3], Kern
 template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT = false>
 int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, float alpha, const void *x,
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
-                 cudaStream_t st) {
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 7 : lgkw > 0 ? 7 + gp.cl - 1 : 0);
+                 cudaStream_t st, size_t extra = 0) {
+  // extra: DSV4C_W13_ROWS's gate / up rows past the slots
+  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 7 : lgkw > 0 ? 7 + gp.cl - 1 : 0) + extra;
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU, FLAT>;
@@ -988,22 +1009,26 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     static const int flatw = env_int("DSV4GO_GEMV3_FLATW", 1);
     static const int flatc = max(0, env_int("DSV4GO_GEMV3_FLATC", 1));
     const long long slots = (long long)sms * bps;
+    const int vt = gp.rows2 ? 2 * ntiles : ntiles; // DSV4C_W13_ROWS: a block streams its rows of w1 and w3
     gp.bpg = (int)max(1LL, min((long long)ntiles, slots / gp.G));
     if (flatw != 0) {
-      auto cost = [&](int b) { return ((long long)gp.G * b + slots - 1) / slots * ((ntiles + b - 1) / b + flatc); };
+      auto cost = [&](int b) { return ((long long)gp.G * b + slots - 1) / slots * ((vt + b - 1) / b + flatc); };
       long long best = cost(gp.bpg);
-      const int bmax = min(ntiles, max(gp.bpg, ntiles * nch / 128));
+      const int bmax = min(ntiles, max(gp.bpg, vt * nch / 128));
       for (int b = 1; b <= bmax; b++)
         if (cost(b) < best) best = cost(b), gp.bpg = b;
     }
     gp.cl = 1;
     gp.lgcl = 0;
     if (2LL * gp.G * gp.bpg < sms || (long long)gp.G * gp.bpg > 0x7fffffff) return DSV4C_ERR_SHAPE;
-    const int upw = (int)(((long long)(ntiles + gp.bpg - 1) / gp.bpg * nch + 7) / 8);
+    const int tpb = (ntiles + gp.bpg - 1) / gp.bpg; // row tiles of the largest block (of each matrix)
+    const int upw = (int)(((long long)(gp.rows2 ? 2 : 1) * tpb * nch + 7) / 8);
     const bool pair = up != 1 && nch % 2 == 0;
-#define FLATL(D, P) launch_depth<FMT, MT, D, P, false, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, 0, 0, accumulate, gp, st)
+    const size_t extra = gp.rows2 ? (size_t)2 * tpb * 16 * M * sizeof(float) : 0;
+#define FLATL(D, P) launch_depth<FMT, MT, D, P, false, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, 0, 0, accumulate, gp, st, extra)
     int r;
     if constexpr (FMT == DSV4C_FMT_FP8B) {
+      if (gp.rows2) return DSV4C_ERR_SHAPE; // (its scales are read outside the ring, by real row)
       r = depth == 2 ? FLATL(5, 1) : FLATL(4, 1);
     } else {
       r = depth == 2 ? (pair ? FLATL(10, 2) : FLATL(10, 1)) : (pair ? FLATL(8, 2) : FLATL(8, 1));
@@ -1014,7 +1039,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     // declined (x and the partial-sum slots do not fit): the power-of-two layout below, whose
     // whole row tiles per warp need no slots, then the earlier kernels
   }
-  if (gp.swiglu || gp.pairs) return DSV4C_ERR_SHAPE; // staged SwiGLU, w1 / w3 pairs: balanced layout only (the caller falls back)
+  if (gp.swiglu || gp.pairs || gp.rows2) return DSV4C_ERR_SHAPE; // staged SwiGLU, w1 / w3 pairs: balanced layout only (the caller falls back)
   gp.early = 0; // the layouts below read the ids after the wait (they issue nothing before it)
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as
@@ -1101,7 +1126,7 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
                        long long sstride, int N, int npad, int K, float alpha,
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
                        int M, int G, int E, int accumulate, float limit, void *d_h,
-                       unsigned *d_flags, cudaStream_t st) {
+                       cudaStream_t st) {
   if (N <= 0 || M <= 0 || M > 16 || K <= 0 || K % 128 != 0 || npad % 64 != 0 || npad < N ||
       G <= 0 || E <= 0 || wstride % 16 != 0 || sstride % 16 != 0 || ((uintptr_t)d_w & 15) != 0 ||
       ((uintptr_t)d_scales & 15) != 0 || ((uintptr_t)d_x & 15) != 0)
@@ -1115,11 +1140,11 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
   if (swiglu && G <= 1) return DSV4C_ERR_SHAPE; // the balanced layout is for G > 1
   const int pairs = (accumulate & DSV4C_W13_PAIRS) != 0 ? G / 2 : 0;
   if ((accumulate & DSV4C_W13_PAIRS) != 0 && (G % 2 != 0 || G < 2 || swiglu)) return DSV4C_ERR_SHAPE;
-  const bool hout = (accumulate & DSV4C_W13_SWIGLU) != 0;
-  if (hout && (!pairs || !d_h || !d_flags || (accumulate & 1) != 0)) return DSV4C_ERR_SHAPE;
+  const int rows2 = (accumulate & DSV4C_W13_ROWS) != 0;
+  if (rows2 && (pairs || swiglu || !d_h || (accumulate & 1) != 0)) return DSV4C_ERR_SHAPE;
   accumulate &= 1;
   const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready, swiglu, limit, pairs,
-                  hout ? (__nv_bfloat16 *)d_h : nullptr, hout ? d_flags : nullptr};
+                  rows2 ? (__nv_bfloat16 *)d_h : nullptr, rows2};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

@@ -23,16 +23,16 @@
 // index E + e (E is per half; dsv4c_moe's w1 / w3 stack); y slices z as usual, i.e. the gate / up
 // layout [2][G/2][M][N] that DSV4C_X_SWIGLU reads. Declined outside the balanced layout.
 #define DSV4C_W13_PAIRS 8
-// bit DSV4C_W13_SWIGLU (with DSV4C_W13_PAIRS, y = not +=): the launch also writes d_h, bf16
-// [G/2][M][N], the clamped SwiGLU (limit) of each slot's gate and up rows, made by whichever of
-// the two blocks owning the same rows stores last (d_flags: [G/2][blocks per group] uint32,
-// zero, left zero; at most G/2 * N/16 of them are used).
-#define DSV4C_W13_SWIGLU 16
+// bit DSV4C_W13_ROWS (FP4, y = not +=; d_h): G groups (slots), each of a w1 / w3 stack as for
+// DSV4C_W13_PAIRS (w3 of expert e at E + e), whose blocks each stream the same rows of w1 and
+// w3 and write d_h (bf16 [G][M][N], the clamped SwiGLU) from shared memory; y is not written.
+// Declined outside the balanced layout and when those rows do not fit in shared memory.
+#define DSV4C_W13_ROWS 32
 int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long wstride,
                        long long sstride, int N, int npad, int K, float alpha,
                        const float *d_alphas, const int *d_ids, const void *d_x, float *d_y,
                        int M, int G, int E, int accumulate, float limit, void *d_h,
-                       unsigned *d_flags, cudaStream_t st);
+                       cudaStream_t st);
 
 // Whether the dispatch tries the streaming kernel for format fmt: 0 with DSV4GO_GEMV3=0 (the
 // switch back to the earlier decode kernels); for grouped launches (grouped != 0) 1 unless

@@ -42,7 +42,10 @@
 // ready (GroupedOptions.IDsReady: written before the previous launch began), the ids and the
 // first weights go out before the wait, as for one matrix; with GroupedOptions.SwiGLU a launch
 // stages the clamped SwiGLU of float32 gate / up rows as its x (the routed w2 right after
-// w1/w3). Shapes it declines (x larger than its
+// w1/w3). Stream.MoE runs a routed MoE layer (w1/w3, SwiGLU, w2) in two launches: for FP4
+// each block of its w1/w3 launch streams the same rows of w1 and then w3, keeps them in shared
+// memory and writes their bf16 SwiGLU, and w2 follows on it (DSV4GO_MOE_FORM=1..4 forces one of
+// its forms, see dsv4c_moe in csrc/qgemm.cu). Shapes it declines (x larger than its
 // shared memory, too few row tiles and no cluster size that fixes it) use the earlier kernels of
 // csrc/qgemm.cu. Large M on compute capability 9.0 uses wgmma (csrc/qgemm_large.cu,
 // sm_90a). Timings on the H200 are in BENCHMARKS.md ("CUDA (H200)"). Environment switches

@@ -42,3 +42,37 @@ func ExamplePackNVFP4() {
 	// Output:
 	// NVFP4 64 4096 512 64
 }
+
+// A routed MoE layer of a decode step through Stream.MoE: the layer's experts stacked once (w1
+// and w3 in one stack: every w1, then every w3), a workspace per stream, then one call per step
+// with the router's expert ids on the device.
+func ExampleStream_MoE() {
+	dev, err := cuda.Open(0)
+	if err != nil {
+		return // no CUDA in this build (cuda.ErrNoCUDA) or no GPU here
+	}
+	defer dev.Close()
+	var w1s, w3s, w2s []*cuda.Packed // per expert, from cuda.PackNVFP4 (w1/w3 [I][H], w2 [H][I])
+	if len(w1s) == 0 {
+		return
+	}
+	w13, err := dev.UploadWeightStack(append(append([]*cuda.Packed{}, w1s...), w3s...))
+	if err != nil {
+		return
+	}
+	defer w13.Free()
+	w2, err := dev.UploadWeightStack(w2s)
+	if err != nil {
+		return
+	}
+	defer w2.Free()
+	const m, slots = 1, 6 // one token routed to 6 experts
+	ws, err := dev.NewMoEWorkspace(m, slots, w13.N)
+	if err != nil {
+		return
+	}
+	defer ws.Free()
+	// ids: int32 [slots] (the router's output), x: bf16 [slots][m][H], y: float32 [slots][m][H]
+	// device buffers, then per step:
+	// dev.Stream().MoE(w13, w2, ids, x, y, ws, m, slots, cuda.MoEOptions{IDsReady: true, SwiGLULimit: limit})
+}

@@ -473,19 +473,9 @@ func (s *Stream) QGEMMGroupedOpts(ws *WeightStack, ids, x, y *Buffer, m, groups 
 	if err := firstErr(x.ok(xb), y.ok(int64(groups)*int64(m)*int64(ws.N)*4)); err != nil {
 		return err
 	}
-	var ip unsafe.Pointer
-	if ids != nil {
-		if err := ids.ok(int64(groups) * 4); err != nil {
-			return err
-		}
-		ip = ids.p
-	}
-	acc := C.int(0)
-	if o.Accumulate {
-		acc = 1
-	}
-	if o.IDsReady && ids != nil {
-		acc |= C.DSV4C_IDS_READY
+	ip, acc, err := groupedFlags(ids, groups, o.Accumulate, o.IDsReady)
+	if err != nil {
+		return err
 	}
 	if o.SwiGLU {
 		return s.do("qgemm_grouped_swiglu", func() C.int {
@@ -562,19 +552,9 @@ func (s *Stream) MoE(w13, w2 *WeightStack, ids, x, y *Buffer, ws *MoEWorkspace, 
 	if err := firstErr(x.ok(int64(groups)*int64(m)*int64(w13.K)*2), y.ok(int64(groups)*int64(m)*int64(w2.N)*4)); err != nil {
 		return err
 	}
-	var ip unsafe.Pointer
-	if ids != nil {
-		if err := ids.ok(int64(groups) * 4); err != nil {
-			return err
-		}
-		ip = ids.p
-	}
-	acc := C.int(0)
-	if o.Accumulate {
-		acc = 1
-	}
-	if o.IDsReady && ids != nil {
-		acc |= C.DSV4C_IDS_READY
+	ip, acc, err := groupedFlags(ids, groups, o.Accumulate, o.IDsReady)
+	if err != nil {
+		return err
 	}
 	return s.do("moe", func() C.int {
 		return C.dsv4c_moe(C.int(w13.Format), w13.data.p, w13.scales.p, C.longlong(w13.dataStride), C.longlong(w13.scaleStride), (*C.float)(w13.al.p),
@@ -582,6 +562,27 @@ func (s *Stream) MoE(w13, w2 *WeightStack, ids, x, y *Buffer, ws *MoEWorkspace, 
 			C.int(w2.N), C.int(w13.N), C.int(w13.NPad), C.int(w2.NPad), C.int(w2.E), (*C.int32_t)(ip), x.p,
 			(*C.float)(ws.gu.p), ws.h.p, (*C.float)(y.p), C.int(m), C.int(groups), acc, C.float(o.SwiGLULimit), s.p)
 	})
+}
+
+// groupedFlags checks ids (nil, or int32 [groups] on the device) and returns its pointer and
+// the C accumulate argument of a grouped launch: 1 for y +=, or'ed with DSV4C_IDS_READY when
+// the caller declared the ids ready (ignored without ids).
+func groupedFlags(ids *Buffer, groups int, accumulate, ready bool) (unsafe.Pointer, C.int, error) {
+	var ip unsafe.Pointer
+	if ids != nil {
+		if err := ids.ok(int64(groups) * 4); err != nil {
+			return nil, 0, err
+		}
+		ip = ids.p
+	}
+	acc := C.int(0)
+	if accumulate {
+		acc = 1
+	}
+	if ready && ids != nil {
+		acc |= C.DSV4C_IDS_READY
+	}
+	return ip, acc, nil
 }
 
 // MatMulF32 issues y[m][n] = x[m][k] · w[n][k]ᵀ in float32 (a simple tiled kernel; the

@@ -527,29 +527,33 @@ func (w *MoEWorkspace) Free() error { return firstErr(w.gu.Free(), w.h.Free()) }
 // w1 at e and its w3 at E + e (UploadWeightStack(append(w1s, w3s...))); w2 stacks the E
 // matrices [H][I] of the same format. ws holds at least groups slots of m rows of I.
 //
-// The results are those of QGEMMGrouped on w13 with 2·groups groups (ids, then ids + E; x
-// repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on w2 (TestQGEMMMoE): bit for bit,
-// except where one block streams the same rows of w1 and w3 (below), which cuts a row's float32
-// sums elsewhere, so that a bf16 rounding of the SwiGLU may differ by one ulp. The launches, in
-// the first form the kernels take (BENCHMARKS.md, "CUDA (H200)", session 11, for the choice):
-//   - FP4 where the rows fit in shared memory (V4-Flash's experts at 1 and 4 tokens routed
-//     top-6, not at 16 tokens with 3 rows per slot): w1/w3 as one
-//     launch whose blocks each stream the same rows of w1 and w3 and make their SwiGLU as they
-//     finish, then w2 (two launches; 27.7 µs at one token on the H200, against 28.8 with w2
-//     staging the SwiGLU);
+// The results are those of QGEMMGrouped on w13 with 2·groups groups (ids, then ids + E where
+// ids is in [0, E) and -1 elsewhere; x repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on w2
+// (TestQGEMMMoE): bit for bit, except where one block streams the same rows of w1 and w3 (below),
+// which cuts a row's float32 sums elsewhere, so that a bf16 rounding of the SwiGLU may differ by
+// one ulp. The launches, in the first form the kernels take (BENCHMARKS.md, "CUDA (H200)",
+// session 11, for the choice):
+//   - FP4 where the rows and x fit in shared memory (V4-Flash's experts at 1, 4 and 16 tokens
+//     routed top-6): w1/w3 as one launch whose blocks each stream the same rows of w1 and w3 and
+//     make their SwiGLU as they finish, then w2 (two launches; 28.1 µs at one token on the H200,
+//     against 29.2 with w2 staging the SwiGLU and 27.3 for the two launches without it);
 //   - else w1/w3 as one launch of 2·groups groups that reads each slot's id and x once, then at
 //     m < 3 w2 staging the SwiGLU (GroupedOptions.SwiGLU), from m = 3 a SwiGLU launch and w2;
 //   - where the streaming kernel declines: w1, w3, SwiGLU, w2.
 //
-// groups ≥ 2; a slot whose id is outside [0, E) is skipped (its y left as it was by the
-// streaming kernel).
+// ws must hold groups·m rows of I (ws.M·ws.Groups ≥ m·groups, ws.Inter ≥ I). groups ≥ 2; a
+// slot whose id is outside [0, E) is skipped (its y left as it was by the streaming kernel).
+// Errors: ErrShape for mismatched stacks, sizes or a NaN limit, ErrClosed for freed buffers,
+// *Error from CUDA.
 func (s *Stream) MoE(w13, w2 *WeightStack, ids, x, y *Buffer, ws *MoEWorkspace, m, groups int, o MoEOptions) error {
 	if w13 == nil || w2 == nil || ws == nil || w13.Format != w2.Format || w13.E != 2*w2.E || w13.N != w2.K || w13.K != w2.N ||
 		m <= 0 || m > 16 || groups < 2 || groups > 65535 || (ids == nil && groups > w2.E) ||
-		m*groups > ws.M*ws.Groups || groups > ws.Groups || w13.N > ws.Inter || math.IsNaN(float64(o.SwiGLULimit)) {
+		m*groups > ws.M*ws.Groups || w13.N > ws.Inter || math.IsNaN(float64(o.SwiGLULimit)) {
 		return fmt.Errorf("cuda: MoE m=%d groups=%d: %w", m, groups, ErrShape)
 	}
-	if err := firstErr(x.ok(int64(groups)*int64(m)*int64(w13.K)*2), y.ok(int64(groups)*int64(m)*int64(w2.N)*4)); err != nil {
+	n := int64(groups) * int64(m) * int64(w13.N) // gate / up rows and SwiGLU values
+	if err := firstErr(x.ok(int64(groups)*int64(m)*int64(w13.K)*2), y.ok(int64(groups)*int64(m)*int64(w2.N)*4),
+		ws.gu.ok(8*n), ws.h.ok(2*n), w13.data.ok(0), w2.data.ok(0)); err != nil {
 		return err
 	}
 	ip, acc, err := groupedFlags(ids, groups, o.Accumulate, o.IDsReady)

@@ -65,8 +65,9 @@ func TestQGEMMMoE(t *testing.T) {
 			defaultEnv = false
 		}
 	}
+	checkForm := defaultEnv && d.SMs() == 132 // the form each case takes on the H200
 	const e = 8
-	ws, err := d.NewMoEWorkspace(5, 8, 2048)
+	ws, err := d.NewMoEWorkspace(16, 8, 2048)
 	must(t, err)
 	defer ws.Free()
 	for _, c := range []struct {
@@ -81,7 +82,11 @@ func TestQGEMMMoE(t *testing.T) {
 	} {
 		s := newMoEStacks(t, d, r, c.f, e, c.h, c.inter)
 		g := len(c.ids)
-		for _, m := range []int{1, 3, 5} {
+		ms := []int{1, 3, 5}
+		if c.f == MXFP4 {
+			ms = append(ms, 9, 16) // two token tiles (m > 8)
+		}
+		for _, m := range ms {
 			alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
 			xb, _ := bf16Acts(r, g*m*c.h)
 			n := g * m * c.inter
@@ -108,6 +113,18 @@ func TestQGEMMMoE(t *testing.T) {
 					st.QGEMMGrouped(s.w2, ib, hb, yw, m, g, o.Accumulate))
 				ref := gemvPath()
 				must(t, st.MoE(s.w13, s.w2, ib, x, y, ws, m, g, o), st.Sync())
+				if checkForm {
+					want := 1 // FP4: one block streams the same rows of w1 and w3
+					if c.f == FP8Block {
+						want = 2 // w2 stages the SwiGLU (m < 3), then a SwiGLU launch
+						if m >= 3 {
+							want = 3
+						}
+					}
+					if p := moePath(); p != want {
+						t.Errorf("%s: form %d, want %d", name, p, want)
+					}
+				}
 				got, want := make([]float32, g*m*c.h), make([]float32, g*m*c.h)
 				must(t, y.DownloadF32(got), yw.DownloadF32(want))
 				if !defaultEnv || (ref != 2 && ref != 6) {
@@ -142,27 +159,46 @@ func TestQGEMMMoE(t *testing.T) {
 			}
 		}
 	}
-	// bad arguments
+	// bad arguments, each past the checks before it (ids given)
 	s := newMoEStacks(t, d, r, NVFP4, 2, 256, 128)
+	sm := newMoEStacks(t, d, r, MXFP4, 2, 256, 128)
 	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
-	x, y := alloc(2*4*256), alloc(4*4*256)
-	defer func() { x.Free(); y.Free() }()
+	x, y, ib, short := alloc(2*8*256), alloc(4*8*256), alloc(16), alloc(16)
+	defer func() { x.Free(); y.Free(); ib.Free(); short.Free() }()
+	must(t, ib.UploadI32([]int32{0, 1, 1, 0}))
+	small, err := d.NewMoEWorkspace(1, 2, 64)
+	must(t, err)
+	defer small.Free()
+	tight, err := d.NewMoEWorkspace(1, 2, 128)
+	must(t, err)
+	defer tight.Free()
 	for _, bad := range []struct {
 		what      string
 		w13, w2   *WeightStack
+		ids, x    *Buffer
 		m, groups int
 		o         MoEOptions
 		ws        *MoEWorkspace
 	}{
-		{"one slot", s.w13, s.w2, 1, 1, MoEOptions{}, ws},
-		{"w13 not twice w2", s.w1, s.w2, 1, 2, MoEOptions{}, ws},
-		{"NaN limit", s.w13, s.w2, 1, 2, MoEOptions{SwiGLULimit: float32(math.NaN())}, ws},
-		{"more slots than the workspace", s.w13, s.w2, 1, 9, MoEOptions{}, ws},
-		{"no workspace", s.w13, s.w2, 1, 2, MoEOptions{}, nil},
+		{"one slot", s.w13, s.w2, ib, x, 1, 1, MoEOptions{}, ws},
+		{"w13 not twice w2", s.w1, s.w2, ib, x, 1, 2, MoEOptions{}, ws},
+		{"formats differ", s.w13, sm.w2, ib, x, 1, 2, MoEOptions{}, ws},
+		{"NaN limit", s.w13, s.w2, ib, x, 1, 2, MoEOptions{SwiGLULimit: float32(math.NaN())}, ws},
+		{"no workspace", s.w13, s.w2, ib, x, 1, 2, MoEOptions{}, nil},
+		{"I larger than the workspace", s.w13, s.w2, ib, x, 1, 2, MoEOptions{}, small},
+		{"more rows than the workspace", s.w13, s.w2, ib, x, 2, 2, MoEOptions{}, tight},
+		{"short x", s.w13, s.w2, ib, short, 1, 2, MoEOptions{}, ws},
+		{"short ids", s.w13, s.w2, short, x, 1, 5, MoEOptions{}, ws},
 	} {
-		if err := st.MoE(bad.w13, bad.w2, nil, x, y, bad.ws, bad.m, bad.groups, bad.o); !errors.Is(err, ErrShape) {
+		if err := st.MoE(bad.w13, bad.w2, bad.ids, bad.x, y, bad.ws, bad.m, bad.groups, bad.o); !errors.Is(err, ErrShape) {
 			t.Errorf("%s: got %v, want ErrShape", bad.what, err)
 		}
+	}
+	freed, err := d.NewMoEWorkspace(1, 2, 128)
+	must(t, err)
+	freed.Free()
+	if err := st.MoE(s.w13, s.w2, ib, x, y, freed, 1, 2, MoEOptions{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("freed workspace: got %v, want ErrClosed", err)
 	}
 }
 
@@ -174,8 +210,17 @@ func TestGraphMoE(t *testing.T) {
 	d := device(t)
 	r := rng(t)
 	st := newStream(t, d)
-	const e, h, inter, m = 8, 1024, 512, 1
-	s := newMoEStacks(t, d, r, NVFP4, e, h, inter)
+	for _, c := range []struct {
+		f Format
+		m int
+	}{{NVFP4, 1}, {FP8Block, 1}, {FP8Block, 3}} { // forms 1, 2 and 3 with the default switches
+		graphMoE(t, d, r, st, c.f, c.m)
+	}
+}
+
+func graphMoE(t *testing.T, d *Device, r *rand.Rand, st *Stream, f Format, m int) {
+	const e, h, inter = 8, 1024, 512
+	s := newMoEStacks(t, d, r, f, e, h, inter)
 	ids := [][]int32{{5, 2, 7, 0, 3, 6}, {1, 4, 2, 6, 0, 7}}
 	g := len(ids[0])
 	ws, err := d.NewMoEWorkspace(m, g, inter)
@@ -209,13 +254,13 @@ func TestGraphMoE(t *testing.T) {
 		must(t, y.DownloadF32(got))
 		if !bits {
 			if err := relErr(got, eager[k]); err > 1e-2 {
-				t.Fatalf("replay %d (ids %v): rel err %g", i, ids[k], err)
+				t.Fatalf("%v m=%d replay %d (ids %v): rel err %g", f, m, i, ids[k], err)
 			}
 			continue
 		}
 		for j := range got {
 			if math.Float32bits(got[j]) != math.Float32bits(eager[k][j]) {
-				t.Fatalf("replay %d (ids %v): y[%d] = %g, want %g", i, ids[k], j, got[j], eager[k][j])
+				t.Fatalf("%v m=%d replay %d (ids %v): y[%d] = %g, want %g", f, m, i, ids[k], j, got[j], eager[k][j])
 			}
 		}
 	}

@@ -109,7 +109,7 @@ int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *d_scales, l
                                void *stream);
 
 /* A decode step's routed MoE experts: for slot z < G with e = ids[z] (device int32 [G]; NULL:
- * e = z), gate[z] = x[z] . W1_e^T and up[z] = x[z] . W3_e^T, h[z] = bf16(silu(min(gate, limit)) *
+ * e = z, G <= E), gate[z] = x[z] . W1_e^T and up[z] = x[z] . W3_e^T, h[z] = bf16(silu(min(gate, limit)) *
  * clamp(up, -limit, limit)) (the math of dsv4c_swiglu), y[z] = h[z] . W2_e^T (y += when
  * accumulate & 1): the results of dsv4c_qgemm_grouped on W1 and on W3, dsv4c_swiglu, then
  * dsv4c_qgemm_grouped on W2. x is bf16 [G][M][H], y float32 [G][M][H], M <= 16, G >= 2; d_gu

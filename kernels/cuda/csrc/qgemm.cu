@@ -998,12 +998,15 @@ extern "C" int dsv4c_moe(int fmt, const void *d_w13, const void *d_s13, long lon
   if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || M <= 0 || M > 16 || G <= 1 || G > 65535 ||
       E <= 0 || H <= 0 || I <= 0 || H % KC != 0 || I % KC != 0 || npad13 < I || npad2 < H ||
       npad13 % 64 != 0 || npad2 % 64 != 0 || wstride13 % 16 != 0 || sstride13 % 16 != 0 ||
-      !d_gu || !d_h || !(limit == limit))
-    return DSV4C_ERR_SHAPE;
+      wstride2 % 16 != 0 || sstride2 % 16 != 0 || !d_gu || !d_h || !(limit == limit) ||
+      (!d_ids && G > E) ||
+      (((uintptr_t)d_w13 | (uintptr_t)d_s13 | (uintptr_t)d_w2 | (uintptr_t)d_s2 | (uintptr_t)d_x |
+        (uintptr_t)d_gu | (uintptr_t)d_h) & 15) != 0)
+    return DSV4C_ERR_SHAPE; // every check up front: a bad argument queues no launch
   if (fmt != DSV4C_FMT_NVFP4 && fmt != DSV4C_FMT_MXFP4 && fmt != DSV4C_FMT_FP8B) return DSV4C_ERR_FORMAT;
   cudaStream_t st = (cudaStream_t)stream;
   const int ready = accumulate & DSV4C_IDS_READY;
-  // w1 / w3, in the first of these forms that the kernels take (DSV4GO_MOE_FORM=1..4 forces one):
+  // w1 / w3, in the first of these forms that the kernels take:
   //  1. (FP4) one launch of G groups whose blocks each stream the same rows of w1 and w3 and make
   //     their bf16 SwiGLU from shared memory (DSV4C_W13_ROWS; declined when those rows and x do
   //     not fit beside the rings), then w2 on it;
@@ -1011,10 +1014,12 @@ extern "C" int dsv4c_moe(int fmt, const void *d_w13, const void *d_s13, long lon
   //     SwiGLU (dsv4c_qgemm_grouped_swiglu), from m = 3
   //  3. a SwiGLU launch and w2 on its bf16 output;
   //  4. w1 and w3 (the stack's halves) one launch each, the SwiGLU launch, w2.
-  // Same calls (NVFP4, ids ready, tokens routed top-6 over 256 experts; us, form 1 / 2 / 3;
-  // BENCHMARKS.md): 16:32, 1 token (6 slots of 1 row) 27.67 / 28.76 / -, 4 tokens (24 x 1) 90.14
-  // / 94.52 / -; 16 tokens (80 x 3: form 1 does not fit) 16:24 and 16:32, w2 staging 334.5 /
-  // 343.7 against a SwiGLU launch 313.2 / 308.6.
+  // Same call (2026-11-30 16:39, run BI; NVFP4, ids ready, tokens routed top-6 over 256 experts;
+  // us, form 1 / 2 / 3; BENCHMARKS.md): 1 token (6 slots of 1 row) 28.10 / 28.96 / 32.61, 4
+  // tokens (24 x 1) 89.39 / 94.92 / 99.72, 16 tokens (80 x 3) 325.74 / 343.01 / 328.51. Forms 2
+  // and 3 (where form 1 declines: FP8-block, or rows and x too large) swap places between calls
+  // at 3 rows per slot (16:24 and 16:32: 334.5 / 313.2 and 343.7 / 308.6). DSV4GO_MOE_FORM=n
+  // tries only form n, then form 4.
   static const int form = env_int("DSV4GO_MOE_FORM", 0);
   const bool streamOK = !gemv_old() && !gemv2_all() && dsv4c_qgemv_stream_enabled(fmt, 1);
   const size_t n = (size_t)G * M * I;

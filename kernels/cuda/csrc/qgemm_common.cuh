@@ -287,7 +287,7 @@ template <typename K> int opt_in_smem(DeviceOnce &once, K kern, int bytes) {
   return once.run([&] { return (int)cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); });
 }
 
-// ---- the streaming decode GEMVs (qgemv_stream.cu, qgemv_moe.cu) ----
+// ---- the streaming decode GEMV (qgemv_stream.cu) ----
 
 // Per-format unit geometry: a unit is one row tile (16 rows) x one 128-input chunk.
 // Zero bf16 after x that token rows past M read instead (covers the B loads of UP <= 2 units).
@@ -302,7 +302,7 @@ template <int FMT> struct Unit {
 
 // swiglu_bf16 is dsv4c_swiglu's element (ops.cu): silu(min(g, limit)) * clamp(u, -limit, limit)
 // (limit <= 0: no clamp), rounded to bf16: the same operations (TestQGEMMGroupedSwiGLU checks
-// the bits against dsv4c_swiglu; a shared device helper would guarantee them).
+// the bits against dsv4c_swiglu, TestQGEMMMoE through Stream.SwiGLU; ops.cu keeps its own copy).
 __device__ __forceinline__ __nv_bfloat16 swiglu_bf16(float g, float u, float limit) {
   if (limit > 0.f) {
     g = fminf(g, limit);

@@ -239,9 +239,11 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
         ci = ncw;
         wi += wjump;
         si += sjump;
-        if (--tleft == 0) {
-          wi += hjw;
-          si += hjs;
+        if constexpr (FLAT) {
+          if (gp.rows2 && --tleft == 0) { // DSV4C_W13_ROWS: w1's rows done, on to w3's
+            wi += hjw;
+            si += hjs;
+          }
         }
       }
     }

@@ -529,9 +529,9 @@ func (w *MoEWorkspace) Free() error { return firstErr(w.gu.Free(), w.h.Free()) }
 //
 // The results are those of QGEMMGrouped on w13 with 2·groups groups (ids, then ids + E where
 // ids is in [0, E) and -1 elsewhere; x repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on w2
-// (TestQGEMMMoE): bit for bit, except where one block streams the same rows of w1 and w3 (below),
-// which cuts a row's float32 sums elsewhere, so that a bf16 rounding of the SwiGLU may differ by
-// one ulp. The launches, in the first form the kernels take (BENCHMARKS.md, "CUDA (H200)",
+// (TestQGEMMMoE): bit for bit in the second form below; the first (one block streams the same
+// rows of w1 and w3) and the last (separate w1 and w3 launches) cut a row's float32 sums
+// elsewhere, so that a bf16 rounding of the SwiGLU may differ by one ulp. The launches, in the first form the kernels take (BENCHMARKS.md, "CUDA (H200)",
 // session 11, for the choice):
 //   - FP4 where the rows and x fit in shared memory (V4-Flash's experts at 1, 4 and 16 tokens
 //     routed top-6): w1/w3 as one launch whose blocks each stream the same rows of w1 and w3 and

@@ -46,6 +46,16 @@ func randomStack(t *testing.T, d *Device, r *rand.Rand, c qcase, n int) *WeightS
 	return ws
 }
 
+// allocator returns a function that allocates n bytes of d (n > 0) or fails t.
+func allocator(t *testing.T, d *Device) func(n int) *Buffer {
+	return func(n int) *Buffer {
+		t.Helper()
+		b, err := d.Alloc(int64(n))
+		must(t, err)
+		return b
+	}
+}
+
 // newStream returns a new stream of d, closed when the test ends.
 func newStream(t *testing.T, d *Device) *Stream {
 	t.Helper()
@@ -411,7 +421,7 @@ func TestGraphDecodeStep(t *testing.T) {
 	must(t, err)
 	w2, err := d.UploadWeight(p2)
 	must(t, err)
-	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+	alloc := allocator(t, d)
 	x, xn := alloc(4*m*hid), alloc(2*m*hid)
 	g, u, h := alloc(4*m*inter), alloc(4*m*inter), alloc(2*m*inter)
 	y := alloc(4 * m * hid)
@@ -454,7 +464,7 @@ func TestQGEMMGroupedSwiGLU(t *testing.T) {
 			ms = []int{16}
 		}
 		for _, m := range ms {
-			alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+			alloc := allocator(t, d)
 			n := g * m * c.k
 			gu, xb, ib, y, yw := alloc(8*n), alloc(2*n), alloc(4*g), alloc(4*g*m*c.n), alloc(4*g*m*c.n)
 			must(t, gu.UploadF32(randF32(r, 2*n, 8)), ib.UploadI32(ids))
@@ -527,7 +537,7 @@ func TestGraphMoEIDsReady(t *testing.T) {
 	const g = rows * k
 	w1, w3, w2 := randomStack(t, d, r, qcase{NVFP4, inter, hid}, ne), randomStack(t, d, r, qcase{NVFP4, inter, hid}, ne), randomStack(t, d, r, qcase{NVFP4, hid, inter}, ne)
 	defer func() { w1.Free(); w3.Free(); w2.Free() }()
-	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+	alloc := allocator(t, d)
 	logits, idx, wts, xf, xg := alloc(4*rows*ne), alloc(4*g), alloc(4*g), alloc(4*g*hid), alloc(2*g*hid)
 	gb, ub, hb, y := alloc(4*g*inter), alloc(4*g*inter), alloc(2*g*inter), alloc(4*g*hid)
 	defer func() {
@@ -1000,7 +1010,7 @@ func TestGraphStreamChain(t *testing.T) {
 	w2, err := d.UploadWeight(p2)
 	must(t, err)
 	defer w2.Free()
-	alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+	alloc := allocator(t, d)
 	x0, y1, x1, y2 := alloc(2*m*k1), alloc(4*m*n1), alloc(2*m*n1), alloc(4*m*n2)
 	defer func() { x0.Free(); y1.Free(); x1.Free(); y2.Free() }()
 	xb, _ := bf16Acts(r, m*k1)
@@ -1062,7 +1072,7 @@ func TestGraphLargeM(t *testing.T) {
 		p, _ := packRandom(t, r, c.q)
 		w, err := d.UploadWeight(p)
 		must(t, err)
-		alloc := func(n int) *Buffer { b, err := d.Alloc(int64(n)); must(t, err); return b }
+		alloc := allocator(t, d)
 		x, y := alloc(2*c.m*c.q.k), alloc(4*c.m*c.q.n)
 		xb, _ := bf16Acts(r, c.m*c.q.k)
 		must(t, x.Upload(xb))

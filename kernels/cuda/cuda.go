@@ -525,14 +525,14 @@ func (w *MoEWorkspace) Free() error { return firstErr(w.gu.Free(), w.h.Free()) }
 // o.SwiGLULimit and rounded to bf16 (Stream.SwiGLU's math). x is bf16 [groups][m][H], y
 // float32 [groups][m][H] (y += … with o.Accumulate). w13 stacks 2E matrices [I][H]: expert e's
 // w1 at e and its w3 at E + e (UploadWeightStack(append(w1s, w3s...))); w2 stacks the E
-// matrices [H][I] of the same format. ws holds at least groups slots of m rows of I.
+// matrices [H][I] of the same format.
 //
 // The results are those of QGEMMGrouped on w13 with 2·groups groups (ids, then ids + E where
-// ids is in [0, E) and -1 elsewhere; x repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on w2
-// (TestQGEMMMoE): bit for bit in the second form below; the first (one block streams the same
-// rows of w1 and w3) and the last (separate w1 and w3 launches) cut a row's float32 sums
-// elsewhere, so that a bf16 rounding of the SwiGLU may differ by one ulp. The launches, in the first form the kernels take (BENCHMARKS.md, "CUDA (H200)",
-// session 11, for the choice):
+// ids is in [0, E) and -1 elsewhere; x repeated), Stream.SwiGLU into bf16, and QGEMMGrouped on
+// w2 (TestQGEMMMoE): bit for bit in the second form below; the first (one block streams the
+// same rows of w1 and w3) and the last (separate w1 and w3 launches) cut a row's float32 sums
+// elsewhere, so that a bf16 rounding of the SwiGLU may differ by one ulp. The launches, in the
+// first form the kernels take (BENCHMARKS.md, "CUDA (H200)", session 11, for the choice):
 //   - FP4 where the rows and x fit in shared memory (V4-Flash's experts at 1, 4 and 16 tokens
 //     routed top-6): w1/w3 as one launch whose blocks each stream the same rows of w1 and w3 and
 //     make their SwiGLU as they finish, then w2 (two launches; 28.1 µs at one token on the H200,

@@ -922,15 +922,23 @@ extern "C" int dsv4c_qgemm(int fmt, const void *d_w, const void *d_scales, int N
                          accumulate, 0, stream);
 }
 
+// grouped_args_bad reports arguments that no grouped launch takes: accumulate bits other than
+// y += and DSV4C_IDS_READY, M outside 1..16, G outside 1..65535, K not a positive multiple of
+// KC, npad not a multiple of 64 at least N, wstride not 16-byte, x (bf16 x or float32 gate /
+// up rows) or w not 16-byte aligned. dsv4c_qgemm_grouped and dsv4c_qgemm_grouped_swiglu.
+static bool grouped_args_bad(int accumulate, int N, int npad, int K, int M, int G, long long wstride,
+                             const void *x, const void *w) {
+  return (accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || N <= 0 || M <= 0 || M > 16 || G <= 0 ||
+         G > 65535 || K <= 0 || K % KC != 0 || npad % 64 != 0 || npad < N || wstride % 16 != 0 ||
+         ((uintptr_t)x & 15) != 0 || ((uintptr_t)w & 15) != 0;
+}
+
 extern "C" int dsv4c_qgemm_grouped(int fmt, const void *d_w, const void *d_scales,
                                    long long wstride, long long sstride, int N, int npad, int K,
                                    float alpha, const float *d_alphas, const int32_t *d_ids,
                                    const void *d_x, float *d_y, int M, int G, int E,
                                    int accumulate, void *stream) {
-  if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || N <= 0 || M <= 0 || M > 16 || G <= 0 ||
-      G > 65535 || K <= 0 || K % KC != 0 || npad % 64 != 0 || npad < N || wstride % 16 != 0 ||
-      ((uintptr_t)d_x & 15) != 0 || ((uintptr_t)d_w & 15) != 0)
-    return DSV4C_ERR_SHAPE;
+  if (grouped_args_bad(accumulate, N, npad, K, M, G, wstride, d_x, d_w)) return DSV4C_ERR_SHAPE;
   cudaStream_t st = (cudaStream_t)stream;
 #define GROUPED(F)                                                                              \
   return M <= 8 ? launch_gemv<F, 1>(d_w, d_scales, wstride, sstride, N, npad, K, alpha,         \
@@ -955,9 +963,7 @@ extern "C" int dsv4c_qgemm_grouped_swiglu(int fmt, const void *d_w, const void *
                                           const int32_t *d_ids, const float *d_gu, float *d_y,
                                           int M, int G, int E, int accumulate, float limit,
                                           void *stream) {
-  if ((accumulate & ~(1 | DSV4C_IDS_READY)) != 0 || N <= 0 || M <= 0 || M > 16 || G <= 1 ||
-      G > 65535 || K <= 0 || K % KC != 0 || npad % 64 != 0 || npad < N || wstride % 16 != 0 ||
-      ((uintptr_t)d_gu & 15) != 0 || ((uintptr_t)d_w & 15) != 0 || !(limit == limit))
+  if (grouped_args_bad(accumulate, N, npad, K, M, G, wstride, d_gu, d_w) || G <= 1 || !(limit == limit))
     return DSV4C_ERR_SHAPE;
   cudaStream_t st = (cudaStream_t)stream;
   if (fmt != DSV4C_FMT_NVFP4 && fmt != DSV4C_FMT_MXFP4 && fmt != DSV4C_FMT_FP8B) return DSV4C_ERR_FORMAT;

@@ -1041,7 +1041,8 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     // declined (x and the partial-sum slots do not fit): the power-of-two layout below, whose
     // whole row tiles per warp need no slots, then the earlier kernels
   }
-  if (gp.swiglu || gp.pairs || gp.rows2) return DSV4C_ERR_SHAPE; // staged SwiGLU, w1 / w3 pairs: balanced layout only (the caller falls back)
+  // staged SwiGLU, w1 / w3 pairs or rows: balanced layout only (the caller falls back)
+  if (gp.swiglu || gp.pairs || gp.rows2) return DSV4C_ERR_SHAPE;
   gp.early = 0; // the layouts below read the ids after the wait (they issue nothing before it)
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as

@@ -660,14 +660,20 @@ func timeMoEPair(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.We
 	if err != nil {
 		return result{}, err
 	}
-	bytes := float64(g13)*float64(w13.Bytes()) + float64(experts)*float64(w2.Bytes()) +
+	return result{us: t * 1e6, gbs: moeBytes(w13, w2, experts, m) / t / 1e9}, nil
+}
+
+// moeBytes is the byte count of a routed MoE layer's rows: the weights of experts w1/w3 pairs
+// and w2 matrices, and both launches' x (bf16) and y (float32), m rows per matrix.
+func moeBytes(w13, w2 *cuda.WeightStack, experts, m int) float64 {
+	g13 := 2 * experts
+	return float64(g13)*float64(w13.Bytes()) + float64(experts)*float64(w2.Bytes()) +
 		float64(g13*m*(2*expertW13.k+4*expertW13.n)) + float64(experts*m*(2*expertW2.k+4*expertW2.n))
-	return result{us: t * 1e6, gbs: bytes / t / 1e9}, nil
 }
 
 // timeMoE times, per call c, Stream.MoE over the slots' experts ids2[c*s2:][:experts] (w13:
 // every w1, then every w3, as timeRoutedRows uploads them: 2 x 256 matrices), m tokens per
-// slot, the ids declared ready when ready. Bytes: as timeMoEPair's, so that the rows compare.
+// slot, the ids declared ready when ready. Bytes: moeBytes, as timeMoEPair's, so that the rows compare.
 func timeMoE(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.WeightStack, ids2 []int32, s2, experts, m int, ready bool) (result, error) {
 	ib, err := d.Alloc(int64(4 * len(ids2)))
 	if err != nil {
@@ -702,10 +708,7 @@ func timeMoE(d *cuda.Device, st *cuda.Stream, r *rand.Rand, w13, w2 *cuda.Weight
 	if err != nil {
 		return result{}, err
 	}
-	g13 := 2 * experts
-	bytes := float64(g13)*float64(w13.Bytes()) + float64(experts)*float64(w2.Bytes()) +
-		float64(g13*m*(2*expertW13.k+4*expertW13.n)) + float64(experts*m*(2*expertW2.k+4*expertW2.n))
-	return result{us: t * 1e6, gbs: bytes / t / 1e9}, nil
+	return result{us: t * 1e6, gbs: moeBytes(w13, w2, experts, m) / t / 1e9}, nil
 }
 
 // firstErr returns the first non-nil error.

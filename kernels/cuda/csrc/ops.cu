@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dsv4cuda.h"
+#include "swiglu.cuh"
 
 namespace {
 
@@ -122,12 +123,7 @@ __global__ void swiglu_kernel(float *out, __nv_bfloat16 *ob, const float *g, con
                               long long n, float limit) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float gv = g[i], uv = u[i];
-  if (limit > 0.f) {
-    gv = fminf(gv, limit);
-    uv = fmaxf(fminf(uv, limit), -limit);
-  }
-  float v = gv / (1.f + expf(-gv)) * uv;
+  const float v = swiglu_f32(g[i], u[i], limit);
   if (out) out[i] = v;
   if (ob) ob[i] = __float2bfloat16_rn(v);
 }

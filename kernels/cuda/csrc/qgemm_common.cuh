@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "dsv4cuda.h"
+#include "swiglu.cuh"
 
 namespace {
 
@@ -300,15 +301,11 @@ template <int FMT> struct Unit {
   static constexpr int SLOT = WBYTES + (SBYTES ? 128 : 0); // ring slot, 128-byte aligned
 };
 
-// swiglu_bf16 is dsv4c_swiglu's element (ops.cu): silu(min(g, limit)) * clamp(u, -limit, limit)
-// (limit <= 0: no clamp), rounded to bf16: the same operations (TestQGEMMGroupedSwiGLU checks
-// the bits against dsv4c_swiglu, TestQGEMMMoE through Stream.SwiGLU; ops.cu keeps its own copy).
+// swiglu_bf16 is dsv4c_swiglu's element (ops.cu): swiglu_f32 (swiglu.cuh) rounded to bf16
+// (TestQGEMMGroupedSwiGLU checks the bits against dsv4c_swiglu, TestQGEMMMoE through
+// Stream.SwiGLU).
 __device__ __forceinline__ __nv_bfloat16 swiglu_bf16(float g, float u, float limit) {
-  if (limit > 0.f) {
-    g = fminf(g, limit);
-    u = fmaxf(fminf(u, limit), -limit);
-  }
-  return __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+  return __float2bfloat16_rn(swiglu_f32(g, u, limit));
 }
 
 // swiglu8 is swiglu_bf16 of 8 gate / up values, packed as one 16-byte piece of bf16 x.

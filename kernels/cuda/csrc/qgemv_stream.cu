@@ -112,12 +112,13 @@ struct Groups {
   const float *alphas;
   const int *ids;
   int G, E, bpg, cl, lgcl; // cl = 1 << lgcl (device code shifts by lgcl, the launch needs cl)
-  int early;                // ids complete before the previous launch began: read before the wait
+  int early;                // ids (set only with them) complete before the previous launch began: read before the wait
   int swiglu;               // x is float32 [2][G][M][K] gate / up rows; stage their SwiGLU (FLAT)
   float limit;              // the SwiGLU's clamp (<= 0: none)
   int pairs;                // > 0: groups are w1 then w3 of `pairs` slots (DSV4C_W13_PAIRS, FLAT)
-  __nv_bfloat16 *hout;      // DSV4C_W13_ROWS: bf16 SwiGLU(gate, up) [G][M][N] out, else NULL
-  int rows2;                // DSV4C_W13_ROWS (FLAT, FP4): each block streams the same rows of w1 and w3
+  __nv_bfloat16 *hout; // DSV4C_W13_ROWS (FLAT, FP4): bf16 SwiGLU(gate, up) [G][M][N] out, and each
+                       // block streams the same rows of w1 and w3; else NULL
+  __host__ __device__ bool rows2() const { return hout != nullptr; }
 };
 
 template <int FMT, int MT, int DEPTH, int UP, bool CLU, bool FLAT>
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // ids declared ready (written before the previous launch began): read before the wait, by a
   // load coherent at device scope (never served from a stale L1 line, never taken for a
   // read-only load), so that the weight loads below can go out before the wait too.
-  if (gp.early && gp.ids)
+  if (gp.early) // (set only with ids)
     asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(e) : "l"(gp.ids + slot) : "memory");
   else
     e = group_expert(gp.ids, slot);
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   e += half * gp.E;
   w += (size_t)e * gp.wstride;
   sc += (size_t)e * gp.sstride;
-  const float alpha3 = gp.rows2 && gp.alphas ? alpha * gp.alphas[e + gp.E] : alpha; // DSV4C_W13_ROWS: w3's
+  const float alpha3 = gp.rows2() && gp.alphas ? alpha * gp.alphas[e + gp.E] : alpha; // DSV4C_W13_ROWS: w3's
   if (gp.alphas) alpha *= gp.alphas[e];
   if (!gp.swiglu) x += (size_t)slot * M * K; // (swiglu: float32 rows, offset where staged)
   y += (size_t)grp * M * N;
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   if constexpr (FLAT) {
     ta = (int)((long long)bl * ntiles / gp.bpg);
     rtEnd = (int)((long long)(bl + 1) * ntiles / gp.bpg);
-    if (gp.rows2) {
+    if (gp.rows2()) {
       n1 = rtEnd - ta;
       rtEnd += n1;
     }
@@ -216,7 +217,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   int ci = ncw, lefti = nu;
   int tleft = 0x7fffffff; // DSV4C_W13_ROWS: row tiles the issue side finishes before it jumps to w3
   long long hjw = 0, hjs = 0;
-  if (FLAT && gp.rows2) {
+  if (FLAT && gp.rows2()) {
     hjw = (long long)gp.E * gp.wstride - (long long)n1 * KT * 32 * WQ;
     hjs = (long long)gp.E * gp.sstride - (long long)n1 * nch * U::SBYTES;
     if (rt0 >= ta + n1) {
@@ -240,7 +241,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
         wi += wjump;
         si += sjump;
         if constexpr (FLAT) {
-          if (gp.rows2 && --tleft == 0) { // DSV4C_W13_ROWS: w1's rows done, on to w3's
+          if (gp.rows2() && --tleft == 0) { // DSV4C_W13_ROWS: w1's rows done, on to w3's
             wi += hjw;
             si += hjs;
           }
@@ -362,7 +363,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   float *const hs = red + 7 * MT * 4 * 32;
   // put stores a finished row tile: to y, or (DSV4C_W13_ROWS) scaled by w1's or w3's alpha to hs
   auto put = [&](const float (&v)[1][MT][4], int rt) {
-    if (FLAT && gp.rows2) {
+    if (FLAT && gp.rows2()) {
       const float a = rt < ta + n1 ? alpha : alpha3;
 #pragma unroll
       for (int n = 0; n < MT; n++)
@@ -488,7 +489,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       }
       put(part, rtc);
     }
-    if (gp.rows2) {
+    if (gp.rows2()) {
       // DSV4C_W13_ROWS: bf16(SwiGLU(gate, up)) of the block's rows, from shared memory
       __syncthreads(); // the adders' tiles are in hs
       const int r0 = ta * 16, nr = min(n1 * 16, N - r0);
@@ -1011,7 +1012,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     static const int flatw = env_int("DSV4GO_GEMV3_FLATW", 1);
     static const int flatc = max(0, env_int("DSV4GO_GEMV3_FLATC", 1));
     const long long slots = (long long)sms * bps;
-    const int vt = gp.rows2 ? 2 * ntiles : ntiles; // DSV4C_W13_ROWS: a block streams its rows of w1 and w3
+    const int vt = gp.rows2() ? 2 * ntiles : ntiles; // DSV4C_W13_ROWS: a block streams its rows of w1 and w3
     gp.bpg = (int)max(1LL, min((long long)ntiles, slots / gp.G));
     if (flatw != 0) {
       auto cost = [&](int b) { return ((long long)gp.G * b + slots - 1) / slots * ((vt + b - 1) / b + flatc); };
@@ -1024,13 +1025,13 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     gp.lgcl = 0;
     if (2LL * gp.G * gp.bpg < sms || (long long)gp.G * gp.bpg > 0x7fffffff) return DSV4C_ERR_SHAPE;
     const int tpb = (ntiles + gp.bpg - 1) / gp.bpg; // row tiles of the largest block (of each matrix)
-    const int upw = (int)(((long long)(gp.rows2 ? 2 : 1) * tpb * nch + 7) / 8);
+    const int upw = (int)(((long long)(gp.rows2() ? 2 : 1) * tpb * nch + 7) / 8);
     const bool pair = up != 1 && nch % 2 == 0;
-    const size_t extra = gp.rows2 ? (size_t)2 * tpb * 16 * M * sizeof(float) : 0;
+    const size_t extra = gp.rows2() ? (size_t)2 * tpb * 16 * M * sizeof(float) : 0;
 #define FLATL(D, P) launch_depth<FMT, MT, D, P, false, true>(upw, w, sc, ntiles, K, alpha, x, y, M, N, 0, 0, accumulate, gp, st, extra)
     int r;
     if constexpr (FMT == DSV4C_FMT_FP8B) {
-      if (gp.rows2) return DSV4C_ERR_SHAPE; // (its scales are read outside the ring, by real row)
+      if (gp.rows2()) return DSV4C_ERR_SHAPE; // (its scales are read outside the ring, by real row)
       r = depth == 2 ? FLATL(5, 1) : FLATL(4, 1);
     } else {
       r = depth == 2 ? (pair ? FLATL(10, 2) : FLATL(10, 1)) : (pair ? FLATL(8, 2) : FLATL(8, 1));
@@ -1042,7 +1043,7 @@ int launch_stream(const void *w, const void *sc, int N, int npad, int K, float a
     // whole row tiles per warp need no slots, then the earlier kernels
   }
   // staged SwiGLU, w1 / w3 pairs or rows: balanced layout only (the caller falls back)
-  if (gp.swiglu || gp.pairs || gp.rows2) return DSV4C_ERR_SHAPE;
+  if (gp.swiglu || gp.pairs || gp.rows2()) return DSV4C_ERR_SHAPE;
   gp.early = 0; // the layouts below read the ids after the wait (they issue nothing before it)
   // R row tiles per block so that the grid fits in one wave; below 8 a power of two (warps
   // are R row tiles x 8/R K-slices), from 8 up whole row tiles per warp (a power of two as
@@ -1147,7 +1148,7 @@ int dsv4c_qgemv_stream(int fmt, const void *d_w, const void *d_scales, long long
   if (rows2 && (pairs || swiglu || !d_h || (accumulate & 1) != 0)) return DSV4C_ERR_SHAPE;
   accumulate &= 1;
   const Groups gp{wstride / 16, sstride, d_alphas, d_ids, G, E, 0, 1, 0, ready, swiglu, limit, pairs,
-                  rows2 ? (__nv_bfloat16 *)d_h : nullptr, rows2};
+                  rows2 ? (__nv_bfloat16 *)d_h : nullptr};
 #define STREAM(F)                                                                               \
   return M <= 8 ? launch_stream<F, 1>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st) \
                 : launch_stream<F, 2>(d_w, d_scales, N, npad, K, alpha, d_x, d_y, M, accumulate, gp, st)

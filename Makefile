@@ -24,7 +24,7 @@ CUDA_LIB  := $(CUDA_DIR)/lib/libdsv4cuda.a
 GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
              -gencode=arch=compute_$(firstword $(CUDA_ARCHS)),code=compute_$(firstword $(CUDA_ARCHS))
 
-.PHONY: cuda cuda-lib cuda-bins cuda-vet cuda-test cuda-clean
+.PHONY: cuda cuda-lib cuda-bins cuda-tools cuda-vet cuda-test cuda-clean
 
 cuda-lib: $(CUDA_LIB) $(CUDA_DIR)/lib/libcudart_static.a
 
@@ -67,17 +67,34 @@ cuda-test: cuda-lib
 CUDA_LIB_HASH = $(shell cat $(CUDA_LIB) $(CUDA_DIR)/lib/libcudart_static.a 2>/dev/null | sha256sum | cut -c1-16)
 CUDA_GOENV    = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} -Wl,--defsym=dsv4cuda_lib_$(CUDA_LIB_HASH)=0"
 
-# Binaries carried to the GPU machine (out/ is git-ignored).
-cuda-bins: cuda-lib
+# The standalone CUDA tools of tools/ (run on the GPU machine). Two of them compile kernel
+# sources of the library directly, so .ci/cuda-build builds them too: stream_trace called an old
+# signature of dsv4c_qgemv_stream for a whole session before anyone noticed.
+CUDA_TOOLS = out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace out/cuda/large_parts
+CUDA_TOOL_DEPS = $(wildcard $(CUDA_DIR)/csrc/*.cu $(CUDA_DIR)/csrc/*.cuh $(CUDA_DIR)/csrc/*.h) tools/cuda_check.h
+cuda-tools: $(CUDA_TOOLS)
+
+out/cuda/ceiling: tools/cuda_ceiling.cu $(CUDA_TOOL_DEPS)
+	@mkdir -p out/cuda
+	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o $@ $<
+out/cuda/decode_probe: tools/cuda_decode_probe.cu $(CUDA_TOOL_DEPS)
+	@mkdir -p out/cuda
+	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o $@ $<
+out/cuda/stream_trace: tools/cuda_stream_trace.cu $(CUDA_TOOL_DEPS)
+	@mkdir -p out/cuda
+	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o $@ $<
+out/cuda/large_parts: tools/cuda_large_parts.cu $(CUDA_TOOL_DEPS)
+	@mkdir -p out/cuda
+	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -Itools -o $@ $< 2>out/cuda/large_parts.err || { cat out/cuda/large_parts.err >&2; exit 1; }
+	@$(WGMMA_CHECK) out/cuda/large_parts.err
+
+# Binaries carried to the GPU machine (out/ is git-ignored), stripped: the device tool carries at
+# most 64 MiB.
+cuda-bins: cuda-lib cuda-tools
 	@mkdir -p out/cuda
 	$(CUDA_GOENV) go test -c -tags cuda -o out/cuda/kernels-cuda.test ./kernels/cuda
 	$(CUDA_GOENV) go build -tags cuda -o out/cuda/cudabench ./kernels/cuda/cmd/cudabench
-	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o out/cuda/ceiling tools/cuda_ceiling.cu
-	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o out/cuda/decode_probe tools/cuda_decode_probe.cu
-	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o out/cuda/stream_trace tools/cuda_stream_trace.cu
-	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -Itools -o out/cuda/large_parts tools/cuda_large_parts.cu 2>out/cuda/large_parts.err || { cat out/cuda/large_parts.err >&2; exit 1; }
-	@$(WGMMA_CHECK) out/cuda/large_parts.err
-	strip out/cuda/kernels-cuda.test out/cuda/cudabench out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace out/cuda/large_parts
+	strip out/cuda/kernels-cuda.test out/cuda/cudabench $(CUDA_TOOLS)
 
 cuda-clean:
 	rm -rf $(CUDA_DIR)/lib out/cuda

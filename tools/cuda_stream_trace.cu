@@ -12,12 +12,15 @@
 //   x          wait release -> x staged; stream: x staged -> weights done; tail: -> end
 // Usage (GPU machine): stream_trace [fmt 1=NVFP4 2=MXFP4 3=FP8B] [N K M] (default: the five
 // V4-Flash shapes at M = 1, NVFP4). Env knobs of the kernel (DSV4GO_GEMV3_*) apply.
+// stream_trace moe [fmt [tokens]]: a routed MoE layer as Stream.MoE runs it in its first form
+// (trace_moe below; MOE_ONLY=1 / 2 one of its two launches, MOE_DUMP=1 every block of one call).
 // Build: make cuda-bins (out/cuda/stream_trace).
 #define DSV4_STREAM_TRACE 1
 #include "qgemv_stream.cu"
 
 #include <algorithm>
 #include <stdio.h>
+#include <string>
 #include <vector>
 
 #include "cuda_check.h"
@@ -26,6 +29,44 @@ static double med(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// eager_then_graph runs launch(0) once on st (a failing launch exits before any capture), then
+// returns captured_graph of launch(0 .. L-1).
+static cudaGraphExec_t eager_then_graph(cudaStream_t st, const std::function<void(int)> &launch, int L) {
+  launch(0);
+  CK(cudaStreamSynchronize(st));
+  return captured_graph(st, launch, L);
+}
+
+// trace_buffer allocates room for `slots` block records (8 words each) and points the kernel's
+// probes at it.
+static unsigned long long *trace_buffer(size_t slots) {
+  unsigned long long *tr;
+  CK(cudaMalloc(&tr, slots * 8 * 8));
+  CK(cudaMemcpyToSymbol(g_trace, &tr, sizeof(tr)));
+  const unsigned cap = (unsigned)slots;
+  CK(cudaMemcpyToSymbol(g_trace_cap, &cap, sizeof(cap)));
+  return tr;
+}
+
+// traced_replay clears the records, replays ge once on st (its time in *ms) and returns the
+// records of the blocks it ran, 8 words each (trace_buffer).
+static std::vector<unsigned long long> traced_replay(cudaGraphExec_t ge, cudaStream_t st, unsigned long long *tr,
+                                                     size_t slots, float *ms) {
+  unsigned zero = 0;
+  CK(cudaMemcpyToSymbol(g_trace_n, &zero, sizeof(zero)));
+  CK(cudaMemset(tr, 0, slots * 64));
+  *ms = replay_ms(ge, st);
+  unsigned n;
+  CK(cudaMemcpyFromSymbol(&n, g_trace_n, sizeof(n)));
+  if (n > slots) {
+    fprintf(stderr, "trace: %u blocks, buffer holds %zu: the last ones are lost\n", n, slots);
+    n = (unsigned)slots;
+  }
+  std::vector<unsigned long long> h((size_t)n * 8);
+  CK(cudaMemcpy(h.data(), tr, h.size() * 8, cudaMemcpyDeviceToHost));
+  return h;
 }
 
 static void trace_shape(int fmt, int N, int K, int M) {
@@ -46,36 +87,21 @@ static void trace_shape(int fmt, int N, int K, int M) {
   CK(cudaMemset(x, 0x3c, (size_t)M * K * 2));
   CK(cudaMalloc(&y, (size_t)L * M * N * 4));
   const size_t slots = (size_t)L * 4096;
-  unsigned long long *tr;
-  CK(cudaMalloc(&tr, slots * 8 * 8));
-  CK(cudaMemcpyToSymbol(g_trace, &tr, sizeof(tr)));
-  const unsigned cap = (unsigned)slots;
-  CK(cudaMemcpyToSymbol(g_trace_cap, &cap, sizeof(cap)));
+  unsigned long long *tr = trace_buffer(slots);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   auto launch = [&](int k) {
     int e = dsv4c_qgemv_stream(fmt, w[k % copies], s[k % copies], 0, 0, N, npad, K, 1.f, nullptr, nullptr, x,
-                               y + (size_t)k * M * N, M, 1, 1, 0, 0.f, st);
+                               y + (size_t)k * M * N, M, 1, 1, 0, 0.f, nullptr, st);
     if (e) {
       fprintf(stderr, "launch: %d\n", e);
       exit(1);
     }
   };
-  launch(0);
-  CK(cudaStreamSynchronize(st));
-  cudaGraphExec_t ge = captured_graph(st, launch, L);
-  unsigned zero = 0;
-  CK(cudaMemcpyToSymbol(g_trace_n, &zero, sizeof(zero)));
-  CK(cudaMemset(tr, 0, slots * 64));
-  const float ms = replay_ms(ge, st);
-  unsigned n;
-  CK(cudaMemcpyFromSymbol(&n, g_trace_n, sizeof(n)));
-  if (n > cap) {
-    fprintf(stderr, "trace: %u blocks, buffer holds %u: the last ones are lost\n", n, cap);
-    n = cap;
-  }
-  std::vector<unsigned long long> h((size_t)n * 8);
-  CK(cudaMemcpy(h.data(), tr, h.size() * 8, cudaMemcpyDeviceToHost));
+  cudaGraphExec_t ge = eager_then_graph(st, launch, L);
+  float ms;
+  const std::vector<unsigned long long> h = traced_replay(ge, st, tr, slots, &ms);
+  const unsigned n = (unsigned)(h.size() / 8);
   // per launch: min/max of each probe over its blocks (0 = not recorded)
   struct Lk {
     double s0 = 1e30, s1 = 0, w0 = 1e30, w1 = 0, e1 = 0;
@@ -163,8 +189,195 @@ static void trace_shape(int fmt, int N, int K, int M) {
   cudaStreamDestroy(st);
 }
 
+// One launch's probes, gathered over its blocks (times in ns from the trace's first start).
+struct MoELaunch {
+  double s0 = 1e30, s1 = 0, w0 = 1e30, w1 = 0, e1 = 0;
+  std::vector<double> start, wait, xs, done, end;
+  int blocks = 0;
+};
+
+static double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, (size_t)(p * v.size()))];
+}
+
+// trace_moe traces form 1 of dsv4c_moe (kernels/cuda/csrc/qgemm.cu) as Stream.MoE runs it for
+// `tokens` tokens routed top-6 to distinct experts of 256 (6 * tokens slots of one row): the
+// w1 / w3 launch with DSV4C_W13_ROWS (each block its rows of w1 and w3, their SwiGLU to h),
+// then w2 on h, ids declared ready, L calls in one graph, each call's experts drawn afresh
+// (seeded). Prints the medians over the middle calls, then one call's timeline.
+static void trace_moe(int fmt, int tokens) {
+  const int L = 96, E = 256, H = 4096, I = 2048, M = 1, G = 6 * tokens;
+  if (fmt == DSV4C_FMT_FP8B) {
+    fprintf(stderr, "moe: FP4 only (DSV4C_W13_ROWS)\n");
+    exit(1);
+  }
+  const size_t w13b = (size_t)I * H / 2, s13b = (size_t)I * H / (fmt == DSV4C_FMT_NVFP4 ? 16 : 32);
+  const size_t w2b = (size_t)H * I / 2, s2b = (size_t)H * I / (fmt == DSV4C_FMT_NVFP4 ? 16 : 32);
+  uint8_t *w13, *s13, *w2, *s2;
+  CK(cudaMalloc(&w13, 2 * E * w13b));
+  CK(cudaMalloc(&s13, 2 * E * s13b));
+  CK(cudaMalloc(&w2, E * w2b));
+  CK(cudaMalloc(&s2, E * s2b));
+  CK(cudaMemset(w13, 0x35, 2 * E * w13b));
+  CK(cudaMemset(s13, 0x30, 2 * E * s13b));
+  CK(cudaMemset(w2, 0x35, E * w2b));
+  CK(cudaMemset(s2, 0x30, E * s2b));
+  const int stride = (G + 3) / 4 * 4;
+  std::vector<int> ids((size_t)L * stride, 0);
+  unsigned long long rng = 7;
+  for (int c = 0; c < L; c++) {
+    std::vector<int> perm(E);
+    for (int i = 0; i < E; i++) perm[i] = i;
+    for (int i = 0; i < G; i++) { // partial Fisher-Yates
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const int j = i + (int)((rng >> 33) % (unsigned long long)(E - i));
+      std::swap(perm[i], perm[j]);
+      ids[(size_t)c * stride + i] = perm[i];
+    }
+  }
+  int *dids;
+  CK(cudaMalloc(&dids, ids.size() * 4));
+  CK(cudaMemcpy(dids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  __nv_bfloat16 *x, *hb;
+  float *y;
+  CK(cudaMalloc(&x, (size_t)G * M * H * 2));
+  CK(cudaMemset(x, 0x3c, (size_t)G * M * H * 2));
+  CK(cudaMalloc(&hb, (size_t)G * M * I * 2));
+  const size_t per = (size_t)G * M * H; // floats per launch: launch j of the graph writes (or is named by) y + j * per
+  CK(cudaMalloc(&y, (size_t)2 * L * per * 4));
+  const size_t slots = (size_t)2 * L * 2048;
+  unsigned long long *tr = trace_buffer(slots);
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  // MOE_ONLY=1 / 2: the w1 / w3 launches only / the w2 launches only (timing)
+  const char *oe = getenv("MOE_ONLY");
+  const int only = oe ? atoi(oe) : 0;
+  auto launch = [&](int c) {
+    const int *id = dids + (size_t)c * stride;
+    // w1 / w3 rows: y is not written (the rows go to h); it names the launch in the trace
+    int e = 0;
+    if (only != 2)
+      e = dsv4c_qgemv_stream(fmt, w13, s13, w13b, s13b, I, I, H, 1.f, nullptr, id, x, y + (size_t)(2 * c) * per, M, G,
+                             E, DSV4C_IDS_READY | DSV4C_W13_ROWS, 10.f, hb, st);
+    if (!e && only != 1)
+      e = dsv4c_qgemv_stream(fmt, w2, s2, w2b, s2b, H, H, I, 1.f, nullptr, id, hb, y + (size_t)(2 * c + 1) * per, M, G, E,
+                             DSV4C_IDS_READY, 0.f, nullptr, st);
+    if (e) {
+      fprintf(stderr, "moe launch: %d\n", e);
+      exit(1);
+    }
+  };
+  cudaGraphExec_t ge = eager_then_graph(st, launch, L);
+  float best = 1e30f;
+  for (int rep = 0; rep < 3; rep++) best = std::min(best, replay_ms(ge, st)); // (their records are reset below)
+  float ms;
+  const std::vector<unsigned long long> h = traced_replay(ge, st, tr, slots, &ms);
+  const unsigned n = (unsigned)(h.size() / 8);
+  std::vector<MoELaunch> lk(2 * L);
+  unsigned long long t0 = ~0ull;
+  for (unsigned i = 0; i < n; i++) t0 = std::min(t0, h[i * 8 + 2]);
+  for (unsigned i = 0; i < n; i++) {
+    const unsigned long long *r = &h[i * 8];
+    const long long j = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * (long long)per);
+    if (j < 0 || j >= 2 * L) continue;
+    MoELaunch &q = lk[j];
+    auto at = [&](int k) { return r[k] ? (double)(r[k] - t0) : 0.0; };
+    q.blocks++;
+    q.s0 = std::min(q.s0, at(2));
+    q.s1 = std::max(q.s1, at(2));
+    q.start.push_back(at(2));
+    if (r[3]) { // skipped groups record no wait
+      q.w0 = std::min(q.w0, at(3));
+      q.w1 = std::max(q.w1, at(3));
+      q.wait.push_back(at(3));
+    }
+    if (r[4]) q.xs.push_back(at(4));
+    if (r[5]) q.done.push_back(at(5));
+    double te = 0;
+    for (int k = 5; k <= 7; k++) te = std::max(te, at(k));
+    if (te > 0) q.end.push_back(te);
+    q.e1 = std::max(q.e1, te);
+  }
+  const double gb13 = 2.0 * G * (w13b + s13b) / 1e9, gb2 = (double)G * (w2b + s2b) / 1e9;
+  printf("moe fmt %d, %d token(s), %d slots, blocks per launch w1/w3 %d, w2 %d; graph of %d calls: %.2f us per call "
+         "(traced replay; best of the 3 before it %.2f); weight GB per call %.4f (w1/w3 %.4f, w2 %.4f)\n",
+         fmt, tokens, G, lk[L].blocks, lk[L + 1].blocks, L, ms * 1e3 / L, best * 1e3 / L, gb13 + gb2, gb13, gb2);
+  std::vector<double> period, life13, life2, gap13to2, gap2to13, ov13, ov2;
+  for (int c = L / 4; c < 3 * L / 4 && only != 0; c++) { // one launch per call
+    const MoELaunch &a = lk[2 * c + (only == 2)], &a2 = lk[2 * c + 2 + (only == 2)];
+    period.push_back(a2.s0 - a.s0);
+    life13.push_back(a.e1 - a.w0);
+  }
+  if (only != 0)
+    printf("medians over calls %d..%d (us): period %.2f | first wait -> last end %.2f\n", L / 4, 3 * L / 4,
+           med(period) / 1e3, med(life13) / 1e3);
+  for (int c = L / 4; c < 3 * L / 4 && only == 0; c++) {
+    const MoELaunch &a = lk[2 * c], &b = lk[2 * c + 1], &a2 = lk[2 * c + 2];
+    period.push_back(a2.s0 - a.s0);
+    life13.push_back(a.e1 - a.w0);
+    life2.push_back(b.e1 - b.w0);
+    gap13to2.push_back(b.w0 - a.e1);
+    gap2to13.push_back(a2.w0 - b.e1);
+    ov2.push_back(a.e1 - b.s0);
+    ov13.push_back(b.e1 - a2.s0);
+  }
+  if (only == 0)
+    printf("medians over calls %d..%d (us): period %.2f | w1/w3 first wait -> last end %.2f | w2 first wait -> last end %.2f | "
+         "gap w1/w3 last end -> w2 first wait %.2f | gap w2 last end -> next w1/w3 first wait %.2f | w2 first start before "
+         "w1/w3 last end %.2f | next w1/w3 first start before w2 last end %.2f\n",
+         L / 4, 3 * L / 4, med(period) / 1e3, med(life13) / 1e3, med(life2) / 1e3, med(gap13to2) / 1e3, med(gap2to13) / 1e3,
+         med(ov2) / 1e3, med(ov13) / 1e3);
+  const int c = L / 2;
+  const double base = lk[2 * c].blocks ? lk[2 * c].w0 : lk[2 * c + 1].w0;
+  // MOE_DUMP: every block of call c's launches, one line each: "B", launch (0 w1/w3, 1 w2), block,
+  // SM, then probes 2-7 in us from base (start, wait release, x staged, stream done, -1, end)
+  if (getenv("MOE_DUMP")) {
+    for (unsigned i = 0; i < n; i++) {
+      const unsigned long long *r = &h[i * 8];
+      const long long j = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * (long long)per);
+      if (j != 2 * c && j != 2 * c + 1) continue;
+      printf("B %lld %u %u", j - 2 * c, (unsigned)(r[1] & 0xffffffffu), (unsigned)(r[1] >> 32));
+      for (int k = 2; k <= 7; k++) printf(" %.3f", r[k] ? ((double)(r[k] - t0) - base) / 1e3 : -1.0);
+      printf("\n");
+    }
+  }
+  printf("call %d, us from its w1/w3 launch's first wait release: p0 / p10 / p50 / p90 / max over blocks\n", c);
+  const char *names[2] = {"w1/w3", "w2"};
+  for (int j = 0; j < 3; j++) {
+    const MoELaunch &q = lk[2 * c + j];
+    const char *nm = j < 2 ? names[j] : "next w1/w3";
+    auto row = [&](const char *what, const std::vector<double> &v) {
+      if (v.empty()) return;
+      printf("  %-10s %-7s %7.2f %7.2f %7.2f %7.2f %7.2f\n", nm, what, (pct(v, 0) - base) / 1e3, (pct(v, 0.1) - base) / 1e3,
+             (pct(v, 0.5) - base) / 1e3, (pct(v, 0.9) - base) / 1e3, (pct(v, 1.0) - base) / 1e3);
+    };
+    row("start", q.start);
+    row("wait", q.wait);
+    row("x", q.xs);
+    row("stream", q.done);
+    row("end", q.end);
+  }
+  cudaFree(w13);
+  cudaFree(s13);
+  cudaFree(w2);
+  cudaFree(s2);
+  cudaFree(dids);
+  cudaFree(x);
+  cudaFree(hb);
+  cudaFree(y);
+  cudaFree(tr);
+  cudaGraphExecDestroy(ge);
+  cudaStreamDestroy(st);
+}
+
 int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
+  if (argc >= 2 && std::string(argv[1]) == "moe") {
+    trace_moe(argc >= 3 ? atoi(argv[2]) : DSV4C_FMT_NVFP4, argc >= 4 ? atoi(argv[3]) : 1);
+    return 0;
+  }
   printf("| fmt | NxK | M | blocks | us/launch (event) | period | release | start spread | wait spread | wait->last end | pre (start->wait) | x | stream | tail |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   if (argc >= 5) {

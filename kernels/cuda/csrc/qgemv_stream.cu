@@ -499,6 +499,10 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
         hz[(size_t)tok * N + r0 + r] = swiglu_bf16(hs[r * M + tok], hs[(n1 * 16 + r) * M + tok], gp.limit);
       }
     }
+#ifdef DSV4_STREAM_TRACE
+    __syncthreads(); // the block's last store
+#endif
+    TRACE(7);
     return;
   }
   if (KW == 1) return;

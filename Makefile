@@ -5,6 +5,7 @@
 #                        with nvcc, then `go build -tags cuda ./...`
 #   make cuda-bins       also build the carried test and benchmark binaries into out/cuda/
 #                        (stripped: the device tool carries at most 64 MiB with the tree)
+#   make cuda-tools      the standalone GPU tools of tools/ into out/cuda/ (part of cuda-bins)
 #   make cuda-test       run the conformance suite on this machine's GPU (relinked library)
 # Variables: CUDA_HOME (a toolkit: bin/nvcc, include/, lib64/ or lib/ with libcudart_static.a;
 # default: /usr/local/cuda, or the pip-installed wheels of .ci/cuda-build),
@@ -72,20 +73,21 @@ CUDA_GOENV    = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} -Wl,--defsym=dsv4cuda_lib_$
 # signature of dsv4c_qgemv_stream for a whole session before anyone noticed.
 CUDA_TOOLS = out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace out/cuda/large_parts
 CUDA_TOOL_DEPS = $(wildcard $(CUDA_DIR)/csrc/*.cu $(CUDA_DIR)/csrc/*.cuh $(CUDA_DIR)/csrc/*.h) tools/cuda_check.h
+CUDA_TOOL_L    = $(if $(CUDA_LIBDIR),-L$(dir $(CUDA_LIBDIR)))
 cuda-tools: $(CUDA_TOOLS)
 
 out/cuda/ceiling: tools/cuda_ceiling.cu $(CUDA_TOOL_DEPS)
 	@mkdir -p out/cuda
-	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -o $@ $<
+	$(NVCC) -O3 -std=c++17 $(GENCODE) $(CUDA_TOOL_L) -o $@ $<
 out/cuda/decode_probe: tools/cuda_decode_probe.cu $(CUDA_TOOL_DEPS)
 	@mkdir -p out/cuda
-	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o $@ $<
+	$(NVCC) -O3 -std=c++17 $(GENCODE) $(CUDA_TOOL_L) -I$(CUDA_DIR)/csrc -o $@ $<
 out/cuda/stream_trace: tools/cuda_stream_trace.cu $(CUDA_TOOL_DEPS)
 	@mkdir -p out/cuda
-	$(NVCC) -O3 -std=c++17 $(GENCODE) -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -o $@ $<
+	$(NVCC) -O3 -std=c++17 $(GENCODE) $(CUDA_TOOL_L) -I$(CUDA_DIR)/csrc -o $@ $<
 out/cuda/large_parts: tools/cuda_large_parts.cu $(CUDA_TOOL_DEPS)
 	@mkdir -p out/cuda
-	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -L$(dir $(CUDA_LIBDIR)) -I$(CUDA_DIR)/csrc -Itools -o $@ $< 2>out/cuda/large_parts.err || { cat out/cuda/large_parts.err >&2; exit 1; }
+	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a $(CUDA_TOOL_L) -I$(CUDA_DIR)/csrc -Itools -o $@ $< 2>out/cuda/large_parts.err || { cat out/cuda/large_parts.err >&2; exit 1; }
 	@$(WGMMA_CHECK) out/cuda/large_parts.err
 
 # Binaries carried to the GPU machine (out/ is git-ignored), stripped: the device tool carries at

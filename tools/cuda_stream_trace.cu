@@ -14,7 +14,7 @@
 // V4-Flash shapes at M = 1, NVFP4). Env knobs of the kernel (DSV4GO_GEMV3_*) apply.
 // stream_trace moe [fmt [tokens]]: a routed MoE layer as Stream.MoE runs it in its first form
 // (trace_moe below; MOE_ONLY=1 / 2 one of its two launches, MOE_DUMP=1 every block of one call).
-// Build: make cuda-bins (out/cuda/stream_trace).
+// Build: make cuda-tools (out/cuda/stream_trace; make cuda-bins builds it too).
 #define DSV4_STREAM_TRACE 1
 #include "qgemv_stream.cu"
 
@@ -54,9 +54,10 @@ static unsigned long long *trace_buffer(size_t slots) {
 // records of the blocks it ran, 8 words each (trace_buffer).
 static std::vector<unsigned long long> traced_replay(cudaGraphExec_t ge, cudaStream_t st, unsigned long long *tr,
                                                      size_t slots, float *ms) {
-  unsigned zero = 0;
-  CK(cudaMemcpyToSymbol(g_trace_n, &zero, sizeof(zero)));
-  CK(cudaMemset(tr, 0, slots * 64));
+  unsigned zero = 0; // cleared on st itself: a non-blocking stream is not ordered after the legacy one
+  CK(cudaMemcpyToSymbolAsync(g_trace_n, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, st));
+  CK(cudaMemsetAsync(tr, 0, slots * 64, st));
+  CK(cudaStreamSynchronize(st));
   *ms = replay_ms(ge, st);
   unsigned n;
   CK(cudaMemcpyFromSymbol(&n, g_trace_n, sizeof(n)));
@@ -110,7 +111,8 @@ static void trace_shape(int fmt, int N, int K, int M) {
   };
   std::vector<Lk> lk(L);
   unsigned long long t0 = ~0ull;
-  for (unsigned i = 0; i < n; i++) t0 = std::min(t0, h[i * 8 + 2]);
+  for (unsigned i = 0; i < n; i++)
+    if (h[i * 8 + 2]) t0 = std::min(t0, h[i * 8 + 2]); // (a record never written stays zero)
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long *r = &h[i * 8];
     const long long k = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * M * N);
@@ -202,15 +204,21 @@ static double pct(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, (size_t)(p * v.size()))];
 }
 
-// trace_moe traces form 1 of dsv4c_moe (kernels/cuda/csrc/qgemm.cu) as Stream.MoE runs it for
+// trace_moe traces the two launches of dsv4c_moe's form 1 (kernels/cuda/csrc/qgemm.cu) for
 // `tokens` tokens routed top-6 to distinct experts of 256 (6 * tokens slots of one row): the
 // w1 / w3 launch with DSV4C_W13_ROWS (each block its rows of w1 and w3, their SwiGLU to h),
-// then w2 on h, ids declared ready, L calls in one graph, each call's experts drawn afresh
-// (seeded). Prints the medians over the middle calls, then one call's timeline.
+// then w2 on h, ids declared ready, per-expert alphas (ones), L calls in one graph, each call's
+// experts drawn afresh (seeded). It calls the streaming kernel's launcher directly, as form 1
+// does (not through Stream.MoE's checks and form choice). Prints the medians over the middle
+// calls, then one call's timeline.
 static void trace_moe(int fmt, int tokens) {
   const int L = 96, E = 256, H = 4096, I = 2048, M = 1, G = 6 * tokens;
-  if (fmt == DSV4C_FMT_FP8B) {
-    fprintf(stderr, "moe: FP4 only (DSV4C_W13_ROWS)\n");
+  if (fmt != DSV4C_FMT_NVFP4 && fmt != DSV4C_FMT_MXFP4) {
+    fprintf(stderr, "moe: FP4 only (DSV4C_W13_ROWS): fmt 1 or 2\n");
+    exit(1);
+  }
+  if (tokens < 1 || G > E) {
+    fprintf(stderr, "moe: tokens in 1 .. %d (distinct experts of %d)\n", E / 6, E);
     exit(1);
   }
   const size_t w13b = (size_t)I * H / 2, s13b = (size_t)I * H / (fmt == DSV4C_FMT_NVFP4 ? 16 : 32);
@@ -245,6 +253,13 @@ static void trace_moe(int fmt, int tokens) {
   CK(cudaMalloc(&x, (size_t)G * M * H * 2));
   CK(cudaMemset(x, 0x3c, (size_t)G * M * H * 2));
   CK(cudaMalloc(&hb, (size_t)G * M * I * 2));
+  CK(cudaMemset(hb, 0x3c, (size_t)G * M * I * 2)); // (MOE_ONLY=2 reads it unwritten)
+  float *al; // per-expert alphas, as Stream.MoE passes them: w1 / w3 [2E], then w2 [E]
+  CK(cudaMalloc(&al, 3 * E * sizeof(float)));
+  {
+    const std::vector<float> ones(3 * E, 1.f);
+    CK(cudaMemcpy(al, ones.data(), 3 * E * sizeof(float), cudaMemcpyHostToDevice));
+  }
   const size_t per = (size_t)G * M * H; // floats per launch: launch j of the graph writes (or is named by) y + j * per
   CK(cudaMalloc(&y, (size_t)2 * L * per * 4));
   const size_t slots = (size_t)2 * L * 2048;
@@ -254,15 +269,19 @@ static void trace_moe(int fmt, int tokens) {
   // MOE_ONLY=1 / 2: the w1 / w3 launches only / the w2 launches only (timing)
   const char *oe = getenv("MOE_ONLY");
   const int only = oe ? atoi(oe) : 0;
+  if (only < 0 || only > 2) {
+    fprintf(stderr, "moe: MOE_ONLY is 1 (w1 / w3 launches) or 2 (w2 launches)\n");
+    exit(1);
+  }
   auto launch = [&](int c) {
     const int *id = dids + (size_t)c * stride;
     // w1 / w3 rows: y is not written (the rows go to h); it names the launch in the trace
     int e = 0;
     if (only != 2)
-      e = dsv4c_qgemv_stream(fmt, w13, s13, w13b, s13b, I, I, H, 1.f, nullptr, id, x, y + (size_t)(2 * c) * per, M, G,
+      e = dsv4c_qgemv_stream(fmt, w13, s13, w13b, s13b, I, I, H, 1.f, al, id, x, y + (size_t)(2 * c) * per, M, G,
                              E, DSV4C_IDS_READY | DSV4C_W13_ROWS, 10.f, hb, st);
     if (!e && only != 1)
-      e = dsv4c_qgemv_stream(fmt, w2, s2, w2b, s2b, H, H, I, 1.f, nullptr, id, hb, y + (size_t)(2 * c + 1) * per, M, G, E,
+      e = dsv4c_qgemv_stream(fmt, w2, s2, w2b, s2b, H, H, I, 1.f, al + 2 * E, id, hb, y + (size_t)(2 * c + 1) * per, M, G, E,
                              DSV4C_IDS_READY, 0.f, nullptr, st);
     if (e) {
       fprintf(stderr, "moe launch: %d\n", e);
@@ -277,7 +296,8 @@ static void trace_moe(int fmt, int tokens) {
   const unsigned n = (unsigned)(h.size() / 8);
   std::vector<MoELaunch> lk(2 * L);
   unsigned long long t0 = ~0ull;
-  for (unsigned i = 0; i < n; i++) t0 = std::min(t0, h[i * 8 + 2]);
+  for (unsigned i = 0; i < n; i++)
+    if (h[i * 8 + 2]) t0 = std::min(t0, h[i * 8 + 2]); // (a record never written stays zero)
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long *r = &h[i * 8];
     const long long j = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * (long long)per);
@@ -300,7 +320,7 @@ static void trace_moe(int fmt, int tokens) {
     if (te > 0) q.end.push_back(te);
     q.e1 = std::max(q.e1, te);
   }
-  const double gb13 = 2.0 * G * (w13b + s13b) / 1e9, gb2 = (double)G * (w2b + s2b) / 1e9;
+  const double gb13 = only == 2 ? 0 : 2.0 * G * (w13b + s13b) / 1e9, gb2 = only == 1 ? 0 : (double)G * (w2b + s2b) / 1e9;
   printf("moe fmt %d, %d token(s), %d slots, blocks per launch w1/w3 %d, w2 %d; graph of %d calls: %.2f us per call "
          "(traced replay; best of the 3 before it %.2f); weight GB per call %.4f (w1/w3 %.4f, w2 %.4f)\n",
          fmt, tokens, G, lk[L].blocks, lk[L + 1].blocks, L, ms * 1e3 / L, best * 1e3 / L, gb13 + gb2, gb13, gb2);
@@ -343,7 +363,8 @@ static void trace_moe(int fmt, int tokens) {
       printf("\n");
     }
   }
-  printf("call %d, us from its w1/w3 launch's first wait release: p0 / p10 / p50 / p90 / max over blocks\n", c);
+  printf("call %d, us from its %s launch's first wait release: p0 / p10 / p50 / p90 / max over blocks\n", c,
+         only == 2 ? "w2" : "w1/w3");
   const char *names[2] = {"w1/w3", "w2"};
   for (int j = 0; j < 3; j++) {
     const MoELaunch &q = lk[2 * c + j];
@@ -368,6 +389,9 @@ static void trace_moe(int fmt, int tokens) {
   cudaFree(hb);
   cudaFree(y);
   cudaFree(tr);
+  cudaFree(al);
+  unsigned long long *none = nullptr;
+  CK(cudaMemcpyToSymbol(g_trace, &none, sizeof(none)));
   cudaGraphExecDestroy(ge);
   cudaStreamDestroy(st);
 }

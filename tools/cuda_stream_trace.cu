@@ -25,11 +25,15 @@
 
 #include "cuda_check.h"
 
-static double med(std::vector<double> v) {
+// pct returns the p-quantile of v (the element at index p * size of the sorted values, the last
+// for p = 1; 0 when empty).
+static double pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v[std::min(v.size() - 1, (size_t)(p * v.size()))];
 }
+
+static double med(const std::vector<double> &v) { return pct(v, 0.5); }
 
 // eager_then_graph runs launch(0) once on st (a failing launch exits before any capture), then
 // returns captured_graph of launch(0 .. L-1).
@@ -197,12 +201,6 @@ struct MoELaunch {
   std::vector<double> start, wait, xs, done, end;
   int blocks = 0;
 };
-
-static double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, (size_t)(p * v.size()))];
-}
 
 // trace_moe traces the two launches of dsv4c_moe's form 1 (kernels/cuda/csrc/qgemm.cu) for
 // `tokens` tokens routed top-6 to distinct experts of 256 (6 * tokens slots of one row): the

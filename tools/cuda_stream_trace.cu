@@ -55,9 +55,10 @@ static unsigned long long *trace_buffer(size_t slots) {
 }
 
 // traced_replay clears the records, replays ge once on st (its time in *ms) and returns the
-// records of the blocks it ran, 8 words each (trace_buffer).
+// records of the blocks it ran, 8 words each (trace_buffer), and in *t0 the first block start
+// (a record never written stays zero and is not counted).
 static std::vector<unsigned long long> traced_replay(cudaGraphExec_t ge, cudaStream_t st, unsigned long long *tr,
-                                                     size_t slots, float *ms) {
+                                                     size_t slots, float *ms, unsigned long long *t0) {
   unsigned zero = 0; // cleared on st itself: a non-blocking stream is not ordered after the legacy one
   CK(cudaMemcpyToSymbolAsync(g_trace_n, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, st));
   CK(cudaMemsetAsync(tr, 0, slots * 64, st));
@@ -71,7 +72,16 @@ static std::vector<unsigned long long> traced_replay(cudaGraphExec_t ge, cudaStr
   }
   std::vector<unsigned long long> h((size_t)n * 8);
   CK(cudaMemcpy(h.data(), tr, h.size() * 8, cudaMemcpyDeviceToHost));
+  *t0 = ~0ull;
+  for (unsigned i = 0; i < n; i++)
+    if (h[i * 8 + 2]) *t0 = std::min(*t0, h[i * 8 + 2]);
   return h;
+}
+
+// launch_of returns which launch of the graph a record belongs to: launch k writes (or is named
+// by) y + k * per floats, and the record's word 0 holds the y its block was given.
+static long long launch_of(const unsigned long long *r, const float *y, size_t per) {
+  return ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * (long long)per);
 }
 
 static void trace_shape(int fmt, int N, int K, int M) {
@@ -105,7 +115,8 @@ static void trace_shape(int fmt, int N, int K, int M) {
   };
   cudaGraphExec_t ge = eager_then_graph(st, launch, L);
   float ms;
-  const std::vector<unsigned long long> h = traced_replay(ge, st, tr, slots, &ms);
+  unsigned long long t0;
+  const std::vector<unsigned long long> h = traced_replay(ge, st, tr, slots, &ms, &t0);
   const unsigned n = (unsigned)(h.size() / 8);
   // per launch: min/max of each probe over its blocks (0 = not recorded)
   struct Lk {
@@ -114,12 +125,9 @@ static void trace_shape(int fmt, int N, int K, int M) {
     int blocks = 0;
   };
   std::vector<Lk> lk(L);
-  unsigned long long t0 = ~0ull;
-  for (unsigned i = 0; i < n; i++)
-    if (h[i * 8 + 2]) t0 = std::min(t0, h[i * 8 + 2]); // (a record never written stays zero)
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long *r = &h[i * 8];
-    const long long k = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * M * N);
+    const long long k = launch_of(r, y, (size_t)M * N);
     if (k < 0 || k >= L) continue;
     Lk &q = lk[k];
     const double st0 = (double)(r[2] - t0), tw = r[3] ? (double)(r[3] - t0) : 0, tx = r[4] ? (double)(r[4] - t0) : 0,
@@ -162,8 +170,7 @@ static void trace_shape(int fmt, int N, int K, int M) {
     std::vector<double> v[5];
     for (unsigned i = 0; i < n; i++) {
       const unsigned long long *r = &h[i * 8];
-      const long long k = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * M * N);
-      if (k != km || !r[3] || !r[4] || !r[5]) continue;
+      if (launch_of(r, y, (size_t)M * N) != km || !r[3] || !r[4] || !r[5]) continue;
       double te = 0;
       for (int j = 5; j <= 7; j++)
         if (r[j]) te = std::max(te, (double)(r[j] - t0));
@@ -176,12 +183,10 @@ static void trace_shape(int fmt, int N, int K, int M) {
     }
     const char *names[5] = {"start", "wait", "x", "stream", "end"};
     printf("|   | launch %d, us from its first wait release: p10 / p50 / p90 / max |", km);
-    for (int j = 0; j < 5; j++) {
-      std::sort(v[j].begin(), v[j].end());
-      const size_t c = v[j].size();
-      if (!c) continue;
-      printf(" %s %.2f/%.2f/%.2f/%.2f", names[j], v[j][c / 10] / 1e3, v[j][c / 2] / 1e3, v[j][c * 9 / 10] / 1e3, v[j][c - 1] / 1e3);
-    }
+    for (int j = 0; j < 5; j++)
+      if (!v[j].empty())
+        printf(" %s %.2f/%.2f/%.2f/%.2f", names[j], pct(v[j], 0.1) / 1e3, pct(v[j], 0.5) / 1e3, pct(v[j], 0.9) / 1e3,
+               pct(v[j], 1) / 1e3);
     printf(" |\n");
   }
   for (int c = 0; c < copies; c++) {
@@ -290,15 +295,13 @@ static void trace_moe(int fmt, int tokens) {
   float best = 1e30f;
   for (int rep = 0; rep < 3; rep++) best = std::min(best, replay_ms(ge, st)); // (their records are reset below)
   float ms;
-  const std::vector<unsigned long long> h = traced_replay(ge, st, tr, slots, &ms);
+  unsigned long long t0;
+  const std::vector<unsigned long long> h = traced_replay(ge, st, tr, slots, &ms, &t0);
   const unsigned n = (unsigned)(h.size() / 8);
   std::vector<MoELaunch> lk(2 * L);
-  unsigned long long t0 = ~0ull;
-  for (unsigned i = 0; i < n; i++)
-    if (h[i * 8 + 2]) t0 = std::min(t0, h[i * 8 + 2]); // (a record never written stays zero)
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long *r = &h[i * 8];
-    const long long j = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * (long long)per);
+    const long long j = launch_of(r, y, per);
     if (j < 0 || j >= 2 * L) continue;
     MoELaunch &q = lk[j];
     auto at = [&](int k) { return r[k] ? (double)(r[k] - t0) : 0.0; };
@@ -354,7 +357,7 @@ static void trace_moe(int fmt, int tokens) {
   if (getenv("MOE_DUMP")) {
     for (unsigned i = 0; i < n; i++) {
       const unsigned long long *r = &h[i * 8];
-      const long long j = ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * (long long)per);
+      const long long j = launch_of(r, y, per);
       if (j != 2 * c && j != 2 * c + 1) continue;
       printf("B %lld %u %u", j - 2 * c, (unsigned)(r[1] & 0xffffffffu), (unsigned)(r[1] >> 32));
       for (int k = 2; k <= 7; k++) printf(" %.3f", r[k] ? ((double)(r[k] - t0) - base) / 1e3 : -1.0);

@@ -17,11 +17,18 @@ import (
 type moeStacks struct{ w13, w2 *WeightStack }
 
 func newMoEStacks(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter int) *moeStacks {
+	return newMoEStacksPad(t, d, r, f, e, h, inter, 0)
+}
+
+// newMoEStacksPad is newMoEStacks whose w1 / w3 matrices carry pad more rows of random
+// weights past inter (w13.NPad = inter + pad, w13.N = inter): rows Stream.MoE must compute
+// nothing from, which only C callers of dsv4c_moe (npad13 > I) can otherwise reach.
+func newMoEStacksPad(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter, pad int) *moeStacks {
 	t.Helper()
 	var p1, p3, p2 []*Packed // w1, w3, w2
 	for i := 0; i < e; i++ {
-		a, _ := packRandom(t, r, qcase{f, inter, h})
-		b, _ := packRandom(t, r, qcase{f, inter, h})
+		a, _ := packRandom(t, r, qcase{f, inter + pad, h})
+		b, _ := packRandom(t, r, qcase{f, inter + pad, h})
 		c, _ := packRandom(t, r, qcase{f, h, inter})
 		if f == NVFP4 { // distinct global scales per matrix
 			a.Alpha *= float32(i + 1)
@@ -39,6 +46,7 @@ func newMoEStacks(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter i
 		*u.dst, err = d.UploadWeightStack(u.ps)
 		must(t, err)
 	}
+	s.w13.N = inter // (NPad stays inter + pad)
 	t.Cleanup(func() { s.w13.Free(); s.w2.Free() })
 	return s
 }
@@ -73,13 +81,22 @@ func TestQGEMMMoE(t *testing.T) {
 		f        Format
 		h, inter int
 		ids      []int32
+		pad      int  // w1 / w3 rows past inter (npad13 > I)
+		noAlpha  bool // no per-matrix alphas (NULL: 1 each)
 	}{
-		{NVFP4, 4096, 2048, []int32{5, 2, 7, 0, 3, 6}}, // a V4-Flash layer at one token
-		{MXFP4, 1024, 512, []int32{5, 2, 7, 0}},
-		{NVFP4, 512, 1024, []int32{3, -1, 6, 1, 9}}, // two slots skipped
-		{FP8Block, 1024, 512, []int32{4, 1, 0}},
+		{NVFP4, 4096, 2048, []int32{5, 2, 7, 0, 3, 6}, 0, false}, // a V4-Flash layer at one token
+		{MXFP4, 1024, 512, []int32{5, 2, 7, 0}, 0, false},
+		{NVFP4, 512, 1024, []int32{3, -1, 6, 1, 9}, 0, false}, // two slots skipped
+		{FP8Block, 1024, 512, []int32{4, 1, 0}, 0, false},
+		{NVFP4, 1024, 512, []int32{6, 1, 4}, 128, true}, // REVIEW11 T4: padded w1 / w3 rows, no alphas
+		{FP8Block, 512, 384, []int32{2, 7}, 128, false},
 	} {
-		s := newMoEStacks(t, d, r, c.f, e, c.h, c.inter)
+		s := newMoEStacksPad(t, d, r, c.f, e, c.h, c.inter, c.pad)
+		if c.noAlpha { // both sides see NULL alphas; the stacks' own are freed with them
+			al13, al2 := s.w13.al, s.w2.al
+			s.w13.al, s.w2.al = &Buffer{}, &Buffer{}
+			t.Cleanup(func() { al13.Free(); al2.Free() })
+		}
 		g := len(c.ids)
 		ms := []int{1, 3, 5}
 		if c.f == MXFP4 {

@@ -21,8 +21,8 @@ func newMoEStacks(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter i
 }
 
 // newMoEStacksPad is newMoEStacks whose w1 / w3 matrices carry pad more rows of random
-// weights past inter (w13.NPad = inter + pad, w13.N = inter): rows Stream.MoE must compute
-// nothing from, which only C callers of dsv4c_moe (npad13 > I) can otherwise reach.
+// weights past inter (w13.NPad = inter + pad rounded up to 64, w13.N = inter): rows Stream.MoE
+// must compute nothing from, which only C callers of dsv4c_moe (npad13 > I) can otherwise reach.
 func newMoEStacksPad(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter, pad int) *moeStacks {
 	t.Helper()
 	var p1, p3, p2 []*Packed // w1, w3, w2
@@ -88,8 +88,10 @@ func TestQGEMMMoE(t *testing.T) {
 		{MXFP4, 1024, 512, []int32{5, 2, 7, 0}, 0, false},
 		{NVFP4, 512, 1024, []int32{3, -1, 6, 1, 9}, 0, false}, // two slots skipped
 		{FP8Block, 1024, 512, []int32{4, 1, 0}, 0, false},
-		{NVFP4, 1024, 512, []int32{6, 1, 4}, 128, true}, // REVIEW11 T4: padded w1 / w3 rows, no alphas
-		{FP8Block, 512, 384, []int32{2, 7}, 128, false},
+		// REVIEW11 T4: w1 / w3 rows past I (npad13 > I; at 6 slots one block's rows straddle
+		// row I) and no alphas, in form 1 and in forms 2 / 3
+		{NVFP4, 4096, 2048, []int32{6, 1, 4, 0, 7, 2}, 128, true},
+		{FP8Block, 512, 384, []int32{2, 7}, 128, true},
 	} {
 		s := newMoEStacksPad(t, d, r, c.f, e, c.h, c.inter, c.pad)
 		if c.noAlpha { // both sides see NULL alphas; the stacks' own are freed with them

@@ -33,6 +33,16 @@ __device__ __forceinline__ uint32_t bmul(uint32_t a, uint32_t b) {
   return *reinterpret_cast<uint32_t *>(&r);
 }
 
+// bmul_lo / bmul_hi multiply the bf16 pair a by b's low / high half in both lanes.
+__device__ __forceinline__ uint32_t bmul_lo(uint32_t a, uint32_t b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a), __low2bfloat162(*reinterpret_cast<__nv_bfloat162 *>(&b)));
+  return *reinterpret_cast<uint32_t *>(&r);
+}
+__device__ __forceinline__ uint32_t bmul_hi(uint32_t a, uint32_t b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a), __high2bfloat162(*reinterpret_cast<__nv_bfloat162 *>(&b)));
+  return *reinterpret_cast<uint32_t *>(&r);
+}
+
 // broadcast scale code byte i of w into a bf16 pair: code*smul + sadd in each half.
 template <int SMUL, int SADD>
 __device__ __forceinline__ uint32_t scale_pair(uint32_t w, int i) {
@@ -81,6 +91,14 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
   int n = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
 }
+// cp_async16_if copies 16 bytes when p holds and does nothing otherwise (a predicated
+// instruction, no branch: the address is not accessed when p is false, so it may lie past the
+// end of the weights).
+__device__ __forceinline__ void cp_async16_if(void *smem, const void *gmem, bool p) {
+  uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(s),
+               "l"(gmem), "r"((int)p));
+}
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -112,7 +130,13 @@ template <> struct Fmt<DSV4C_FMT_FP8B> {
 
 // decode_a builds the bf16 A fragment of k16 step j (0..3) of 64-input tile h (0, 1 within
 // the 128-input chunk) from the tile's WQ packed words tw and the chunk's scale word sw.
-template <int FMT>
+// SWZ (FP4): rows g and g + 8's scales made as one bf16 pair and broadcast by the multiply's
+// operand swizzle (HMUL2 .H0_H0 / .H1_H1, no instruction of its own) instead of two broadcast
+// pairs: 2 instructions fewer per unit and 64-input tile. The streaming and predecode kernels
+// use it (qgemv_stream.cu's loop step: 456 -> 450 instructions; routed layer at one token 25.57
+// against 26.27 us, 2026-12-01 04:05); the earlier kernels of qgemm.cu do not (wo_b at M = 16,
+// NVFP4 / MXFP4: 11.87 / 11.89 against 11.15 / 10.83 us with it, same build otherwise).
+template <int FMT, bool SWZ = false>
 __device__ __forceinline__ void decode_a(const uint4 *tw, uint32_t sw, int h, int j,
                                          uint32_t (&a)[4]) {
   constexpr int SMUL = Fmt<FMT>::SMUL, SADD = Fmt<FMT>::SADD;
@@ -124,6 +148,15 @@ __device__ __forceinline__ void decode_a(const uint4 *tw, uint32_t sw, int h, in
     a[1] = bmul(dec_e4m3(w0, 2), S);
     a[2] = bmul(dec_e4m3(w1, 0), S);
     a[3] = bmul(dec_e4m3(w1, 2), S);
+  } else if (SWZ) {
+    const uint32_t S2 = prmt(sw, 0u, 0x4040u | (uint32_t)(h * 2) | ((uint32_t)(h * 2 + 1) << 8)) * (uint32_t)SMUL +
+                        (uint32_t)SADD * 0x10001u;
+    uint32_t d[4];
+    dec_e2m1(comp(tw[0], j), d);
+    a[0] = bmul_lo(d[0], S2);
+    a[1] = bmul_hi(d[1], S2);
+    a[2] = bmul_lo(d[2], S2);
+    a[3] = bmul_hi(d[3], S2);
   } else {
     const uint32_t Sg = scale_pair<SMUL, SADD>(sw, h * 2);
     const uint32_t Sg8 = scale_pair<SMUL, SADD>(sw, h * 2 + 1);
@@ -272,6 +305,18 @@ struct DeviceOnce {
     return r;
   }
 };
+
+// smem_two_blocks returns the dynamic shared memory per block (bytes) above which a third block
+// no longer fits on an SM of the current device (3 x (bytes + reserved per block) > the SM's
+// shared memory), 0 if unknown.
+inline int smem_two_blocks() {
+  int dev = 0, sm = 0, res = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&res, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess)
+    return 0;
+  return max(0, sm / 3 - res + 16);
+}
 
 // smem_optin_max returns the current device's largest dynamic shared memory per block (bytes)
 // that a kernel may opt in to (227 KB on sm_90, 99 KB on sm_120), or 48 KB if unknown.

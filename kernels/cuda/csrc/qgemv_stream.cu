@@ -205,50 +205,69 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   }
   uint8_t *const ring = reinterpret_cast<uint8_t *>(smem) + (size_t)warp * DEPTH * U::SLOT;
 
-  // Issue side: the next unit's source pointers (this lane's pieces), how many units and
-  // chunks of the current row tile are left. A warp's units of one row tile are contiguous
-  // in memory; the next row tile's start is a fixed jump away. No division, no 64-bit
-  // multiply and no slot arithmetic in the loop: ring slots are compile-time constants of
-  // the unrolled phases below.
+  // Issue side: the next unit's source pointers (this lane's pieces) and how many units are
+  // left. A warp's units are contiguous in memory up to a jump: every ncw units to the next
+  // row tile (jw, js; power-of-two layout), or once, after the block's w1 rows, to its w3 rows
+  // (DSV4C_W13_ROWS; the balanced layout has no other jump). tleft counts the units to the
+  // next jump. Every issue steps the pointers and counters and predicates its copies on a unit
+  // being left (no branch): past the warp's last unit the pointers run on but nothing is read.
+  // No division, no 64-bit multiply and no slot arithmetic in the loop: ring slots are
+  // compile-time constants of the unrolled phases below. Against a per-row-tile counter and a
+  // branch per unit (and the probe's test per step, now compiled out), same call (2026-12-01
+  // 03:34, tools/cuda_stream_trace.cu, NVFP4 routed layer): 26.21-26.31 against 28.30-28.53 us
+  // at 1 token, 87.14-87.23 against 90.45-90.89 at 4; a loop step (2 units) 456 instructions
+  // against 501.
   const uint4 *wi = w + ((size_t)rt0 * KT + 2 * c0) * (32 * WQ) + lane;
   const uint8_t *si = sc + ((size_t)rt0 * nch + c0) * U::SBYTES + lane * 16;
-  const long long wjump = FLAT ? 0 : ((long long)RW * KT - 2 * ncw) * (32 * WQ);
-  const long long sjump = FLAT ? 0 : ((long long)RW * nch - ncw) * U::SBYTES;
-  int ci = ncw, lefti = nu;
-  int tleft = 0x7fffffff; // DSV4C_W13_ROWS: row tiles the issue side finishes before it jumps to w3
-  long long hjw = 0, hjs = 0;
+  long long jw = FLAT ? 0 : ((long long)RW * KT - 2 * ncw) * (32 * WQ);
+  long long js = FLAT ? 0 : ((long long)RW * nch - ncw) * U::SBYTES;
+  int lefti = nu, tleft = FLAT ? 0x7fffffff : ncw, treset = FLAT ? 0x7fffffff : ncw;
   if (FLAT && gp.rows2()) {
-    hjw = (long long)gp.E * gp.wstride - (long long)n1 * KT * 32 * WQ;
-    hjs = (long long)gp.E * gp.sstride - (long long)n1 * nch * U::SBYTES;
-    if (rt0 >= ta + n1) {
-      wi += hjw;
-      si += hjs;
+    jw = (long long)gp.E * gp.wstride - (long long)n1 * KT * 32 * WQ;
+    js = (long long)gp.E * gp.sstride - (long long)n1 * nch * U::SBYTES;
+    if (rt0 >= ta + n1) { // the warp starts in w3's rows
+      wi += jw;
+      si += js;
     } else {
-      tleft = ta + n1 - rt0;
+      tleft = (ta + n1 - rt0) * nch - c0;
     }
-    ci = nch - c0;
   }
-  auto issue = [&](uint8_t *slot) {
-    if (lefti > 0) {
+  const bool slane = U::SBYTES != 0 && lane < U::SBYTES / 16; // the lanes that copy scales
+  // unit: the copies of the unit at wi + k units into ring slot `slot`, one cp.async group;
+  // empty past the warp's last unit (live false), so that the wait count stays uniform
+  auto unit = [&](int slot, int k, bool live) {
+    uint8_t *const d = ring + slot * U::SLOT;
 #pragma unroll
-      for (int i = 0; i < 2 * WQ; i++) cp_async16(slot + (i * 32 + lane) * 16, wi + i * 32, true);
-      if (U::SBYTES != 0 && lane < U::SBYTES / 16) cp_async16(slot + U::WBYTES + lane * 16, si, true);
-      lefti--;
-      wi += 64 * WQ;
-      si += U::SBYTES;
-      if (--ci == 0) {
-        ci = ncw;
-        wi += wjump;
-        si += sjump;
-        if constexpr (FLAT) {
-          if (gp.rows2() && --tleft == 0) { // DSV4C_W13_ROWS: w1's rows done, on to w3's
-            wi += hjw;
-            si += hjs;
-          }
-        }
-      }
+    for (int i = 0; i < 2 * WQ; i++) cp_async16_if(d + (i * 32 + lane) * 16, wi + k * 64 * WQ + i * 32, live);
+    if constexpr (U::SBYTES != 0) cp_async16_if(d + U::WBYTES + lane * 16, si + k * U::SBYTES, live && slane);
+    cp_commit();
+  };
+  // advance: the pointers and counters past n units
+  auto advance = [&](int n) {
+    lefti -= n;
+    wi += n * 64 * WQ;
+    si += n * U::SBYTES;
+    if ((tleft -= n) == 0) {
+      tleft = treset;
+      wi += jw;
+      si += js;
     }
-    cp_commit(); // one group per unit, empty past the end: the wait count stays uniform
+  };
+  // issue: the prologue's, one unit into ring slot `slot` (0 .. DEPTH-1)
+  auto issue = [&](int slot) {
+    unit(slot, 0, lefti > 0);
+    advance(1);
+  };
+  // issue_step: the loop's refill, UP units into the slots the previous step freed (s0 - UP ..
+  // s0 - 1, mod DEPTH) under one predicate and one pointer step, a group per unit. Valid
+  // because the units left and the units to the next jump are multiples of UP at every step:
+  // UP = 2 only where a warp's chunk runs are even (the launcher's pair), the balanced layout
+  // cuts warps at whole steps, and the prologue issues DEPTH - UP units.
+  auto issue_step = [&](int s0) {
+    const bool live = lefti > 0;
+#pragma unroll
+    for (int k = 0; k < UP; k++) unit((s0 + DEPTH - UP + k) % DEPTH, k, live);
+    advance(UP);
   };
 
   // Only the first pre units go out before the wait: x is read right after it, and its
@@ -283,7 +302,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   const int mypre = !FLAT ? (gp.ids ? 0 : pre) : pre & 255;
 #pragma unroll
   for (int i = 0; i < DEPTH - UP; i++)
-    if (i < mypre) issue(ring + i * U::SLOT);
+    if (i < mypre) issue(i);
   // Weights, scales and alphas are uploaded once and never written by a kernel: they are
   // read before this wait. x (and y when accumulating) may come from the previous kernel.
   // The next grid may be scheduled here (ldp 0) or once x is staged (ldp 1: its blocks'
@@ -333,7 +352,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   if (ldp == 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #pragma unroll
   for (int i = 0; i < DEPTH - UP; i++)
-    if (i >= mypre) issue(ring + i * U::SLOT);
+    if (i >= mypre) issue(i);
 
   // Four accumulator sets (one per k16 step of a 64-input tile): the 8 MMAs of a unit form
   // four independent chains instead of one, so their latency overlaps. Summed before a store.
@@ -388,8 +407,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   auto step = [&](int s0) {
     cp_wait<DEPTH - 2 * UP>();
     __syncwarp(); // every lane's pieces of these units are visible; the last ones' slots are free
-#pragma unroll
-    for (int k = 0; k < UP; k++) issue(ring + ((s0 + DEPTH - UP + k) % DEPTH) * U::SLOT);
+    issue_step(s0);
     uint4 tw[UP][2 * WQ];
     uint32_t sw[UP];
 #pragma unroll
@@ -405,9 +423,14 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       else
         sw[k] = *reinterpret_cast<const uint32_t *>(slot + U::WBYTES + sOff);
     }
-    if (probe) { // benchmark probe (DSV4GO_GEMV3_PROBE=1): stream the ring, skip the math
+#ifdef DSV4_STREAM_PROBE
+    // benchmark probe (DSV4GO_GEMV3_PROBE=1, in builds that define DSV4_STREAM_PROBE only: its
+    // test costs every step 5 instructions): stream the ring, skip the math
+    if (probe) {
       acc[0][0][0] += __uint_as_float((tw[0][0].x ^ tw[UP - 1][1].y ^ sw[0]) & 0x3f7fffffu);
-    } else {
+    } else
+#endif
+    {
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         uint32_t bx[UP][MT][8];
@@ -425,7 +448,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
         for (int j = 0; j < 4; j++) {
           uint32_t a[UP][4];
 #pragma unroll
-          for (int k = 0; k < UP; k++) decode_a<FMT>(&tw[k][h * WQ], sw[k], h, j, a[k]);
+          for (int k = 0; k < UP; k++) decode_a<FMT, true>(&tw[k][h * WQ], sw[k], h, j, a[k]);
 #pragma unroll
           for (int k = 0; k < UP; k++)
 #pragma unroll
@@ -622,8 +645,15 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
                  float *y, int M, int N, int R, int lgkw, int accumulate, const Groups &gp,
                  cudaStream_t st, size_t extra = 0) {
   // extra: DSV4C_W13_ROWS's gate / up rows past the slots
-  const size_t smem = stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 7 : lgkw > 0 ? 7 + gp.cl - 1 : 0) + extra;
   const int cap = min(STREAM_SMEM_MAX, smem_optin_max());
+  // Two blocks per SM, never three: the grids are sized for two per SM (bps; the balanced
+  // layout's slots), and a third resident block takes an uneven share. The shared memory
+  // request is raised where registers and the rings would let a third block in (FP8-block with
+  // 80 registers: wq_b at M = 1 12.55 against 10.06 us, 2026-12-01 04:16). DSV4GO_GEMV3_TWO=0:
+  // not raised.
+  static const bool two = env_int("DSV4GO_GEMV3_TWO", 1) != 0;
+  const size_t smem = max(stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 7 : lgkw > 0 ? 7 + gp.cl - 1 : 0) + extra,
+                          two ? (size_t)min(cap, smem_two_blocks()) : (size_t)0);
   if (smem > (size_t)cap) return DSV4C_ERR_SHAPE;
   auto kern = qgemv_stream_kernel<FMT, MT, DEPTH, UP, CLU, FLAT>;
   static DeviceOnce smemOptIn; // per instantiation and device
@@ -787,14 +817,14 @@ __global__ void __launch_bounds__(256, 2)
 #pragma unroll
           for (int j = 0; j < 4; j++) {
             uint32_t a[4];
-            decode_a<FMT>(&tw[h], sw, h, j, a);
+            decode_a<FMT, true>(&tw[h], sw, h, j, a);
             dec[(h * 4 + j) * 32 + lane] = make_uint4(a[0], a[1], a[2], a[3]);
           }
       } else {
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
-          for (int j = 0; j < 4; j++) decode_a<FMT>(&tw[h], sw, h, j, ar[u - PS][h][j]);
+          for (int j = 0; j < 4; j++) decode_a<FMT, true>(&tw[h], sw, h, j, ar[u - PS][h][j]);
       }
     }
   }
@@ -865,7 +895,7 @@ __global__ void __launch_bounds__(256, 2)
 #pragma unroll
             for (int q = 0; q < 4; q++) a[q] = ar[u - PS][h][j][q];
           } else {
-            decode_a<FMT>(&tw[h], sw, h, j, a);
+            decode_a<FMT, true>(&tw[h], sw, h, j, a);
           }
 #pragma unroll
           for (int n = 0; n < MT; n++) mma16816(acc[j][n], a, bx[n][2 * j], bx[n][2 * j + 1]);

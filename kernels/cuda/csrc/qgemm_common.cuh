@@ -135,7 +135,7 @@ template <> struct Fmt<DSV4C_FMT_FP8B> {
 // pairs: 2 instructions fewer per unit and 64-input tile. The streaming and predecode kernels
 // use it (qgemv_stream.cu's loop step: 456 -> 450 instructions; routed layer at one token 25.57
 // against 26.27 us, 2026-12-01 04:05); the earlier kernels of qgemm.cu do not (wo_b at M = 16,
-// NVFP4 / MXFP4: 11.87 / 11.89 against 11.15 / 10.83 us with it, same build otherwise).
+// NVFP4 / MXFP4: 11.87 / 11.89 us with it, 11.15 / 10.83 without).
 template <int FMT, bool SWZ = false>
 __device__ __forceinline__ void decode_a(const uint4 *tw, uint32_t sw, int h, int j,
                                          uint32_t (&a)[4]) {

@@ -650,7 +650,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   // layout's slots), and a third resident block takes an uneven share. The shared memory
   // request is raised where registers and the rings would let a third block in (FP8-block with
   // 80 registers: wq_b at M = 1 12.55 against 10.06 us, 2026-12-01 04:16). DSV4GO_GEMV3_TWO=0:
-  // not raised.
+  // not raised (set it with DSV4GO_GEMV3_BPS > 2, whose grids expect more blocks per SM).
   static const bool two = env_int("DSV4GO_GEMV3_TWO", 1) != 0;
   const size_t smem = max(stream_smem<FMT, MT, DEPTH>(M, K, FLAT ? 7 : lgkw > 0 ? 7 + gp.cl - 1 : 0) + extra,
                           two ? (size_t)min(cap, smem_two_blocks()) : (size_t)0);

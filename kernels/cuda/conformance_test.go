@@ -1266,9 +1266,84 @@ func checkQGEMMRows(t *testing.T, name string, ybuf *Buffer, ref, xv []float64, 
 				sa += math.Abs(float64(y0[i*n+j]))
 			}
 			g := float64(got[i*n+j])
-			if math.Abs(g-s) > sa*0x1p-14+1e-30 {
+			if math.Abs(g-s) > sa*0x1p-14+0x1p-149 { // (the floor: rows whose products are all zero)
 				t.Fatalf("%s: y[%d][%d] = %g, want %g (sum|wx| %g)", name, i, j, g, s, sa)
 			}
 		}
+	}
+}
+
+// TestQGEMMXRange runs the decode GEMVs on x uniform in (-2, 2) times 2^96, 2^40, 2^-40 or
+// 2^-100, and on ordinary x with one element of 2^12, against float64. The MMAs take bf16
+// weights built from the block scales with the packer's exponent offset (pack.go; at most 21 in
+// magnitude, the rest of the scale in Alpha) and sum in float32. At x * 2^96 the sums reach up
+// to about 2^113, at x * 2^-100 the products fall to about 2^-102 and below. A kernel whose
+// extra power-of-two factor on x or the weights pushes sums past float32's range (upward by
+// about 2^10 to 2^25) or products deep into its subnormals (downward by about 2^-33) fails, and
+// so does one that quantizes x around an outlier. The tolerance is checkQGEMMRows'.
+func TestQGEMMXRange(t *testing.T) {
+	d := device(t)
+	r := rng(t)
+	st := d.Stream()
+	cases := []struct {
+		c  qcase
+		ms []int
+	}{
+		{qcase{NVFP4, 16384, 1024}, []int{1, 3}}, // streaming kernel, 4 row tiles and 2 K-slices per block
+		{qcase{MXFP4, 8192, 1024}, []int{1}},     // streaming kernel, MXFP4
+		{qcase{NVFP4, 34048, 256}, []int{1, 12}}, // streaming kernel, whole row tiles per warp; M > 8
+		{qcase{NVFP4, 2048, 4096}, []int{1}},     // predecode kernel
+		{qcase{NVFP4, 1024, 384}, []int{2}},      // earlier kernel (3 chunks: the streaming kernel declines)
+		{qcase{FP8Block, 8192, 1024}, []int{1}},  // FP8-block, streaming kernel
+	}
+	xforms := []struct {
+		name string
+		f    func(v []float32)
+	}{
+		{"x*2^96", func(v []float32) { scaleAll(v, 0x1p96) }},
+		{"x*2^40", func(v []float32) { scaleAll(v, 0x1p40) }},
+		{"x*2^-40", func(v []float32) { scaleAll(v, 0x1p-40) }},
+		{"x*2^-100", func(v []float32) { scaleAll(v, 0x1p-100) }},
+		{"one x=2^12", func(v []float32) { v[len(v)/3] = 0x1p12 }},
+	}
+	for _, tc := range cases {
+		p, ref := packRandom(t, r, tc.c)
+		w, err := d.UploadWeight(p)
+		must(t, err)
+		for _, m := range tc.ms {
+			for _, xf := range xforms {
+				func() {
+					name := fmt.Sprintf("%v/%dx%d/M=%d/%s", tc.c.f, tc.c.n, tc.c.k, m, xf.name)
+					f := randF32(r, m*tc.c.k, 2)
+					xf.f(f)
+					xb := make([]byte, 2*len(f))
+					numfmt.F32ToBF16Bytes(xb, f)
+					xv := make([]float64, len(f))
+					for i := range xv {
+						xv[i] = float64(numfmt.BF16ToF32(uint16(xb[2*i]) | uint16(xb[2*i+1])<<8))
+					}
+					xbuf, err := d.Alloc(int64(len(xb)))
+					must(t, err)
+					defer xbuf.Free()
+					ybuf, err := d.Alloc(int64(4 * m * tc.c.n))
+					must(t, err)
+					defer ybuf.Free()
+					y0 := make([]float32, m*tc.c.n)
+					poison(y0)
+					must(t, xbuf.Upload(xb), ybuf.UploadF32(y0))
+					if err := st.QGEMMSplit(w, xbuf, ybuf, m, false, 0); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					checkQGEMMRows(t, name, ybuf, ref, xv, nil, m, tc.c.n, tc.c.k, false, func(int) bool { return true })
+				}()
+			}
+		}
+		w.Free()
+	}
+}
+
+func scaleAll(v []float32, s float32) {
+	for i := range v {
+		v[i] *= s
 	}
 }

@@ -10,11 +10,22 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/dsv4go/dsv4go/internal/numfmt"
+	"github.com/dsv4go/dsv4go/kernels"
 )
 
 // moeStacks packs e random experts of hidden size h and intermediate size inter and uploads
-// them as Stream.MoE takes them (w13: every w1, then every w3; w2).
-type moeStacks struct{ w13, w2 *WeightStack }
+// them as Stream.MoE takes them (w13: every w1, then every w3; w2). r1, r3 and r2 hold each
+// expert's dequantized weights (packRandom's float64 values, times the per-matrix factor for
+// NVFP4; w1 / w3 [inter+pad][h], w2 [h][inter]): what a launch with the packed alphas computes
+// from. a1, a3 and a2 are the packed alphas, which checkMoERef divides out when the launches ran
+// with NULL alphas.
+type moeStacks struct {
+	w13, w2    *WeightStack
+	r1, r3, r2 [][]float64
+	a1, a3, a2 []float32
+}
 
 func newMoEStacks(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter int) *moeStacks {
 	return newMoEStacksPad(t, d, r, f, e, h, inter, 0)
@@ -26,18 +37,27 @@ func newMoEStacks(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter i
 func newMoEStacksPad(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inter, pad int) *moeStacks {
 	t.Helper()
 	var p1, p3, p2 []*Packed // w1, w3, w2
+	s := &moeStacks{}
 	for i := 0; i < e; i++ {
-		a, _ := packRandom(t, r, qcase{f, inter + pad, h})
-		b, _ := packRandom(t, r, qcase{f, inter + pad, h})
-		c, _ := packRandom(t, r, qcase{f, h, inter})
+		a, ra := packRandom(t, r, qcase{f, inter + pad, h})
+		b, rb := packRandom(t, r, qcase{f, inter + pad, h})
+		c, rc := packRandom(t, r, qcase{f, h, inter})
 		if f == NVFP4 { // distinct global scales per matrix
-			a.Alpha *= float32(i + 1)
-			b.Alpha *= float32(2*i + 1)
-			c.Alpha *= float32(e - i)
+			for _, u := range []struct {
+				p   *Packed
+				ref []float64
+				k   float32
+			}{{a, ra, float32(i + 1)}, {b, rb, float32(2*i + 1)}, {c, rc, float32(e - i)}} {
+				u.p.Alpha *= u.k
+				for j := range u.ref {
+					u.ref[j] *= float64(u.k)
+				}
+			}
 		}
 		p1, p3, p2 = append(p1, a), append(p3, b), append(p2, c)
+		s.r1, s.r3, s.r2 = append(s.r1, ra), append(s.r3, rb), append(s.r2, rc)
+		s.a1, s.a3, s.a2 = append(s.a1, a.Alpha), append(s.a3, b.Alpha), append(s.a2, c.Alpha)
 	}
-	s := &moeStacks{}
 	var err error
 	for _, u := range []struct {
 		dst **WeightStack
@@ -46,19 +66,22 @@ func newMoEStacksPad(t *testing.T, d *Device, r *rand.Rand, f Format, e, h, inte
 		*u.dst, err = d.UploadWeightStack(u.ps)
 		must(t, err)
 	}
-	s.w13.N = inter // (NPad stays inter + pad)
-	t.Cleanup(func() { s.w13.Free(); s.w2.Free() })
+	s.w13.N = inter        // (NPad stays inter + pad)
+	w13, w2 := s.w13, s.w2 // (not s: its float64 references are freed with the case)
+	t.Cleanup(func() { w13.Free(); w2.Free() })
 	return s
 }
 
 // TestQGEMMMoE runs Stream.MoE against its definition: the w1 / w3 grouped launch of 2·groups
 // (every w1, then every w3 of the w13 stack; x repeated), Stream.SwiGLU into bf16, and
-// QGEMMGrouped on w2, each already checked against float64 references (TestQGEMMGrouped,
-// TestCPUConformanceOps). With the default switches the same bits where MoE's w1 / w3 launch
-// has the same layout (2·groups groups; its SwiGLU has the same operations); where its blocks
-// stream the same rows of w1 and w3 (FP4 where they fit in shared memory), they cut a row's
-// float32 sums at other places, so a bf16 rounding of the SwiGLU may flip by one ulp (2^-8
-// relative of one element): y within 1e-3 relative (norm), below one bf16 ulp. Under switches
+// QGEMMGrouped on w2, each checked against float64 references by TestQGEMMGrouped and
+// TestCPUConformanceOps and, on these stacks (rows past I and NULL alphas included), by
+// checkMoERef at m = 1 and 3 (3: without Accumulate). With the default switches the same bits
+// where MoE's w1 / w3 launch has the same layout (2·groups groups; its SwiGLU has the same
+// operations); where its blocks stream the same rows of w1 and w3 (FP4 where they fit in
+// shared memory), they cut a row's float32 sums at other places, so a bf16 rounding of the
+// SwiGLU may flip by one ulp (2^-8 relative of one element): y within 1e-3 relative (norm),
+// below one bf16 ulp. Under switches
 // that change the kernels (DSV4GO_GEMV*: separate w1 and w3 launches, other layouts, float32
 // atomics), 1e-2 relative (norm), as in TestGraphMoEIDsReady. Slots with an id outside [0, E)
 // keep their y (the earlier split-K kernel zeroes it).
@@ -106,7 +129,7 @@ func TestQGEMMMoE(t *testing.T) {
 		}
 		for _, m := range ms {
 			alloc := allocator(t, d)
-			xb, _ := bf16Acts(r, g*m*c.h)
+			xb, xv := bf16Acts(r, g*m*c.h)
 			n := g * m * c.inter
 			x, ib, y, yw := alloc(len(xb)), alloc(4*g), alloc(4*g*m*c.h), alloc(4*g*m*c.h)
 			gu, hb := alloc(8*n), alloc(2*n)
@@ -145,6 +168,12 @@ func TestQGEMMMoE(t *testing.T) {
 				}
 				got, want := make([]float32, g*m*c.h), make([]float32, g*m*c.h)
 				must(t, y.DownloadF32(got), yw.DownloadF32(want))
+				if m == 1 || m == 3 && !o.Accumulate {
+					// the launches below against float64 first (the float64 work grows with m)
+					gv, hv := make([]float32, 2*n), make([]byte, 2*n)
+					must(t, gu.DownloadF32(gv), hb.Download(hv))
+					checkMoERef(t, name, s, c.ids, xv, init, gv, hv, want, m, c.h, c.inter, o, c.noAlpha)
+				}
 				if !defaultEnv || (ref != 2 && ref != 6) {
 					if err := relErr(got, want); err > 1e-2 {
 						t.Fatalf("%s: y rel err %g (kernel families %d, %d)", name, err, ref, gemvPath())
@@ -218,6 +247,90 @@ func TestQGEMMMoE(t *testing.T) {
 	freed.Free()
 	if err := st.MoE(s.w13, s.w2, ib, x, y, freed, 1, 2, MoEOptions{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("freed workspace: got %v, want ErrClosed", err)
+	}
+}
+
+// checkMoERef checks the launches TestQGEMMMoE compares Stream.MoE with against float64
+// references (that comparison alone would pass a bug that both sides share, such as the store
+// path of a w13 stack whose rows run past I), for every slot with a valid id:
+//   - gate and up (gu, float32 [2][groups][m][inter], the grouped w1 / w3 launch) against the
+//     float64 rows, within 2^-14 of sum_k |w x| as in TestQGEMMGrouped;
+//   - h (hb, bf16 [groups][m][inter], Stream.SwiGLU) against the CPU backend's SwiGLU of that
+//     gate and up rounded to bf16, within one bf16 ulp (expf against Go's exp);
+//   - y (yw, the grouped w2 launch, plus init with o.Accumulate) against the float64 sum over
+//     that h, within 2^-14 of sum_j |w2 h|.
+//
+// The one ulp: swiglu.cuh and kernels.Silu evaluate the same float32 formula, expf (no fast
+// math in NVCC_FLAGS) against math.Exp, so the two float32 values lie a few ulps apart and
+// their bf16 roundings at most one code. References that start from float64 gate and up
+// instead would differ by whole bf16 ulps of h wherever the GPU's float32 sums round h the
+// other way, which one large h_j can make exceed any tight tolerance (seen on the H200). noAlpha:
+// the launches ran with every alpha 1, so the references are divided by the packed alphas.
+func checkMoERef(t *testing.T, name string, s *moeStacks, ids []int32, xv []float64, init, gu []float32, hb []byte, yw []float32, m, h, inter int, o MoEOptions, noAlpha bool) {
+	t.Helper()
+	e, g := len(s.r1), len(ids)
+	n := g * m * inter
+	for z, id := range ids {
+		if id < 0 || int(id) >= e {
+			continue
+		}
+		d1, d3, d2 := 1.0, 1.0, 1.0
+		if noAlpha {
+			d1, d3, d2 = float64(s.a1[id]), float64(s.a3[id]), float64(s.a2[id])
+		}
+		for i := 0; i < m; i++ {
+			row := (z*m + i) * inter
+			x := xv[(z*m+i)*h : (z*m+i+1)*h]
+			for j := 0; j < inter; j++ {
+				for _, u := range []struct {
+					what string
+					ref  []float64
+					d    float64
+					got  float32
+				}{{"gate", s.r1[id], d1, gu[row+j]}, {"up", s.r3[id], d3, gu[n+row+j]}} {
+					var sum, sa float64
+					for k, xk := range x {
+						p := u.ref[j*h+k] * xk
+						sum += p
+						sa += math.Abs(p)
+					}
+					sum, sa = sum/u.d, sa/u.d // (d > 0)
+					if gv := float64(u.got); math.IsNaN(gv) || math.Abs(gv-sum) > sa*0x1p-14+1e-30 {
+						t.Fatalf("%s: slot %d (expert %d) %s[%d][%d] = %g, float64 reference %g", name, z, id, u.what, i, j, gv, sum)
+					}
+				}
+			}
+			want := make([]float32, inter)
+			kernels.SwiGLU(want, gu[row:row+inter], gu[n+row:n+row+inter], o.SwiGLULimit)
+			hv := make([]float64, inter)
+			for j := range hv {
+				gb := uint16(hb[2*(row+j)]) | uint16(hb[2*(row+j)+1])<<8
+				wb := numfmt.F32ToBF16(want[j])
+				// equal, or one ulp apart with the same sign (expf against exp at a rounding boundary)
+				if d := int(gb) - int(wb); gb != wb && ((gb^wb)&0x8000 != 0 || d != 1 && d != -1) {
+					t.Fatalf("%s: slot %d h[%d][%d] = %#04x, SwiGLU of its gate and up %#04x", name, z, i, j, gb, wb)
+				}
+				hv[j] = float64(numfmt.BF16ToF32(gb))
+			}
+			r2 := s.r2[id]
+			for oi := 0; oi < h; oi++ {
+				var ys, ya float64
+				for j, hj := range hv {
+					p := r2[oi*inter+j] * hj
+					ys += p
+					ya += math.Abs(p)
+				}
+				ys, ya = ys/d2, ya/d2
+				at := (z*m+i)*h + oi
+				if o.Accumulate {
+					ys += float64(init[at])
+					ya += math.Abs(float64(init[at]))
+				}
+				if gv := float64(yw[at]); math.IsNaN(gv) || math.Abs(gv-ys) > ya*0x1p-14+1e-30 {
+					t.Fatalf("%s: slot %d (expert %d) y[%d][%d] = %g, float64 reference %g (sum |w2 h| %g)", name, z, id, i, oi, gv, ys, ya)
+				}
+			}
+		}
 	}
 }
 

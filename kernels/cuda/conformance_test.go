@@ -338,11 +338,13 @@ func must(t *testing.T, errs ...error) {
 }
 
 // bf16Acts returns random activations as bf16 bytes and their float64 values.
-func bf16Acts(r *rand.Rand, n int) ([]byte, []float64) {
-	f := randF32(r, n, 2)
-	b := make([]byte, 2*n)
+func bf16Acts(r *rand.Rand, n int) ([]byte, []float64) { return bf16Of(randF32(r, n, 2)) }
+
+// bf16Of returns f rounded to bf16, as bytes and as float64 values.
+func bf16Of(f []float32) ([]byte, []float64) {
+	b := make([]byte, 2*len(f))
 	numfmt.F32ToBF16Bytes(b, f)
-	v := make([]float64, n)
+	v := make([]float64, len(f))
 	for i := range v {
 		v[i] = float64(numfmt.BF16ToF32(uint16(b[2*i]) | uint16(b[2*i+1])<<8))
 	}
@@ -1316,12 +1318,7 @@ func TestQGEMMXRange(t *testing.T) {
 					name := fmt.Sprintf("%v/%dx%d/M=%d/%s", tc.c.f, tc.c.n, tc.c.k, m, xf.name)
 					f := randF32(r, m*tc.c.k, 2)
 					xf.f(f)
-					xb := make([]byte, 2*len(f))
-					numfmt.F32ToBF16Bytes(xb, f)
-					xv := make([]float64, len(f))
-					for i := range xv {
-						xv[i] = float64(numfmt.BF16ToF32(uint16(xb[2*i]) | uint16(xb[2*i+1])<<8))
-					}
+					xb, xv := bf16Of(f)
 					xbuf, err := d.Alloc(int64(len(xb)))
 					must(t, err)
 					defer xbuf.Free()

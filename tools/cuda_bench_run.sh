@@ -9,7 +9,8 @@
 # 128 x 64 tiles forced on every case, and captured graphs without the pre-pass's allocation),
 # the large-M call split into its
 # x pre-pass and GEMM (tools/cuda_large_parts.cu), the read-only ceiling
-# (tools/cuda_ceiling.cu), the decode arithmetic alone (tools/cuda_decode_probe.cu), the decode
+# (tools/cuda_ceiling.cu), x's latency behind weight loads (tools/cuda_xlat.cu), the decode
+# arithmetic alone (tools/cuda_decode_probe.cu), the decode
 # GEMVs' launch timeline (tools/cuda_stream_trace.cu, also with the predecode kernel off), the
 # full cudabench table, a layer's MoE launches for M tokens routed top-6 over 256 experts, the
 # M <= 16 rows again with the predecode kernel off
@@ -58,6 +59,7 @@ timeout 60 "$B/large_parts" >"$O/large_parts.txt" 2>&1; echo "rc=$?"
 echo "== read-only ceiling; decode arithmetic alone (tools/cuda_decode_probe.cu)"
 timeout 60 "$B/ceiling" >"$O/ceiling.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/decode_probe" >"$O/decode_probe.txt" 2>&1; echo "rc=$?"
+timeout 60 "$B/xlat" >"$O/xlat.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/stream_trace" >"$O/stream_trace.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3_PREDEC=0 timeout 60 "$B/stream_trace" >"$O/stream_trace0.txt" 2>&1; echo "rc=$?"
 
@@ -91,6 +93,8 @@ echo "-- launch timeline (tools/cuda_stream_trace.cu)"
 cat "$O/stream_trace.txt"
 echo "-- launch timeline, predecode kernel off"
 cat "$O/stream_trace0.txt"
+echo "-- x behind the weight loads (tools/cuda_xlat.cu)"
+cat "$O/xlat.txt"
 echo "-- decode arithmetic alone"
 cat "$O/decode_probe.txt"
 echo "-- large-M parts"

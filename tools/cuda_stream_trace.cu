@@ -11,7 +11,9 @@
 //   pre        block start -> wait release (the overlap with the previous launch)
 //   x          wait release -> x staged; stream: x staged -> weights done; tail: -> end
 // Usage (GPU machine): stream_trace [fmt 1=NVFP4 2=MXFP4 3=FP8B] [N K M] (default: the five
-// V4-Flash shapes at M = 1, NVFP4). Env knobs of the kernel (DSV4GO_GEMV3_*) apply.
+// V4-Flash shapes at M = 1, NVFP4). Env knobs of the kernel (DSV4GO_GEMV3_*) apply. SM_STATS=1
+// adds, per shape, whether the SMs that finish a launch last are the same in every launch
+// (sm_stats below).
 // stream_trace moe [fmt [tokens]]: a routed MoE layer as Stream.MoE runs it in its first form
 // (trace_moe below; MOE_ONLY=1 / 2 one of its two launches, MOE_DUMP=1 every block of one call).
 // Build: make cuda-tools (out/cuda/stream_trace; make cuda-bins builds it too).
@@ -19,6 +21,7 @@
 #include "qgemv_stream.cu"
 
 #include <algorithm>
+#include <cmath>
 #include <stdio.h>
 #include <string>
 #include <vector>
@@ -82,6 +85,99 @@ static std::vector<unsigned long long> traced_replay(cudaGraphExec_t ge, cudaStr
 // by) y + k * per floats, and the record's word 0 holds the y its block was given.
 static long long launch_of(const unsigned long long *r, const float *y, size_t per) {
   return ((long long)r[0] - (long long)(uintptr_t)y) / (4LL * (long long)per);
+}
+
+// sm_stats (SM_STATS=1, shape mode): is a launch's last block late because of its SM? For the
+// launches of the middle half, each SM's finish (its last block's end, us from the launch's first
+// wait release) and its stream (x staged -> weights done, its blocks' mean); per SM the mean
+// over the even and over the odd launches, and Pearson's r between the two halves (near 1: the
+// same SMs are slow in every launch; near 0: the slow ones change from launch to launch); the
+// ten slowest SMs; how often the launch's last block sat on one of them.
+template <typename Lk>
+static void sm_stats(const std::vector<unsigned long long> &h, const std::vector<Lk> &lk, int L, const float *y,
+                     size_t per) {
+  const int S = 1024;
+  std::vector<double> fin[2], str[2];
+  std::vector<int> nf[2], ns[2];
+  for (int p = 0; p < 2; p++) {
+    fin[p].assign(S, 0);
+    str[p].assign(S, 0);
+    nf[p].assign(S, 0);
+    ns[p].assign(S, 0);
+  }
+  std::vector<std::vector<double>> finK(L, std::vector<double>(S, -1));
+  const unsigned n = (unsigned)(h.size() / 8);
+  unsigned long long t0 = ~0ull;
+  for (unsigned i = 0; i < n; i++)
+    if (h[i * 8 + 2]) t0 = std::min(t0, h[i * 8 + 2]);
+  for (unsigned i = 0; i < n; i++) {
+    const unsigned long long *r = &h[i * 8];
+    const long long k = launch_of(r, y, per);
+    if (k < L / 4 || k >= 3 * L / 4 || !r[5]) continue;
+    const int sm = (int)(r[1] >> 32) & (S - 1);
+    double te = 0;
+    for (int j = 5; j <= 7; j++)
+      if (r[j]) te = std::max(te, (double)(r[j] - t0));
+    finK[k][sm] = std::max(finK[k][sm], (te - lk[k].w0) / 1e3);
+    if (r[4]) {
+      str[k & 1][sm] += (double)(r[5] - r[4]) / 1e3;
+      ns[k & 1][sm]++;
+    }
+  }
+  int lastOnSlow = 0, launches = 0;
+  for (int k = L / 4; k < 3 * L / 4; k++)
+    for (int sm = 0; sm < S; sm++)
+      if (finK[k][sm] >= 0) {
+        fin[k & 1][sm] += finK[k][sm];
+        nf[k & 1][sm]++;
+      }
+  std::vector<int> sms;
+  for (int sm = 0; sm < S; sm++)
+    if (nf[0][sm] && nf[1][sm] && ns[0][sm] && ns[1][sm]) {
+      sms.push_back(sm);
+      for (int p = 0; p < 2; p++) {
+        fin[p][sm] /= nf[p][sm];
+        str[p][sm] /= ns[p][sm];
+      }
+    }
+  auto pearson = [&](const std::vector<double> &a, const std::vector<double> &b) {
+    double ma = 0, mb = 0;
+    for (int sm : sms) ma += a[sm], mb += b[sm];
+    ma /= sms.size();
+    mb /= sms.size();
+    double sab = 0, saa = 0, sbb = 0;
+    for (int sm : sms) sab += (a[sm] - ma) * (b[sm] - mb), saa += (a[sm] - ma) * (a[sm] - ma), sbb += (b[sm] - mb) * (b[sm] - mb);
+    return sab / std::sqrt(saa * sbb + 1e-30);
+  };
+  std::vector<std::pair<double, int>> order;
+  std::vector<double> all;
+  for (int sm : sms) {
+    order.push_back({(fin[0][sm] + fin[1][sm]) / 2, sm});
+    all.push_back((fin[0][sm] + fin[1][sm]) / 2);
+  }
+  std::sort(order.rbegin(), order.rend());
+  std::vector<bool> slow(S, false);
+  for (int i = 0; i < 10 && i < (int)order.size(); i++) slow[order[i].second] = true;
+  for (int k = L / 4; k < 3 * L / 4; k++) {
+    int arg = -1;
+    double best = -1;
+    for (int sm = 0; sm < S; sm++)
+      if (finK[k][sm] > best) best = finK[k][sm], arg = sm;
+    if (arg >= 0) {
+      launches++;
+      lastOnSlow += slow[arg];
+    }
+  }
+  printf("SM stats: %zu SMs; finish (us after the first wait release) p50 %.2f p90 %.2f max %.2f; r(even, odd launches): "
+         "finish %.2f, stream %.2f; last block on the 10 slowest SMs in %d of %d launches\n",
+         sms.size(), pct(all, 0.5), pct(all, 0.9), pct(all, 1), pearson(fin[0], fin[1]), pearson(str[0], str[1]), lastOnSlow,
+         launches);
+  printf("  slowest SMs (id: mean finish even / odd, mean stream even / odd):");
+  for (int i = 0; i < 10 && i < (int)order.size(); i++) {
+    const int sm = order[i].second;
+    printf(" %d: %.2f/%.2f %.2f/%.2f;", sm, fin[0][sm], fin[1][sm], str[0][sm], str[1][sm]);
+  }
+  printf("\n");
 }
 
 static void trace_shape(int fmt, int N, int K, int M) {
@@ -189,6 +285,7 @@ static void trace_shape(int fmt, int N, int K, int M) {
                pct(v[j], 1) / 1e3);
     printf(" |\n");
   }
+  if (getenv("SM_STATS")) sm_stats(h, lk, L, y, (size_t)M * N);
   for (int c = 0; c < copies; c++) {
     cudaFree(w[c]);
     cudaFree(s[c]);

@@ -924,40 +924,28 @@ func TestQGEMMStream(t *testing.T) {
 // are checked.
 func TestGEMVPath(t *testing.T) {
 	d := device(t)
-	check := d.SMs() == 132
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "DSV4GO_GEMV") {
-			check = false
-		}
-	}
-	const (
-		earlier       = 1
-		stream        = 2
-		streamCluster = 3
-		predec        = 4
-		predecCluster = 5
-	)
+	check := checkPaths(d)
 	for _, tc := range []struct {
 		c    qcase
 		m    int
 		path int
 	}{
-		{qcase{NVFP4, 2048, 4096}, 1, predec},          // expert w1/w3, x loaded first
-		{qcase{MXFP4, 2048, 4096}, 5, predec},          // x per unit
-		{qcase{NVFP4, 4096, 2048}, 2, predec},          // expert w2: two row tiles per block
-		{qcase{NVFP4, 512, 4096}, 1, predecCluster},    // wkv
-		{qcase{NVFP4, 2048, 4096}, 12, predec},         // two token tiles
-		{qcase{NVFP4, 512, 4096}, 9, predecCluster},    // two token tiles, wkv
-		{qcase{NVFP4, 4096, 2048}, 16, predec},         // two token tiles, w2
-		{qcase{NVFP4, 16384, 1024}, 10, stream},        // M > 8, 4 row tiles per block
-		{qcase{FP8Block, 2048, 4096}, 12, earlier},     // x too large beside FP8-block rings
-		{qcase{FP8Block, 2048, 4096}, 1, stream},       // FP8-block: no predecode
-		{qcase{NVFP4, 16384, 1024}, 1, stream},         // 4 row tiles per block
-		{qcase{NVFP4, 4096, 8192}, 4, stream},          // 16 units per warp, 4-deep rings
-		{qcase{FP8Block, 512, 4096}, 2, streamCluster}, // FP8-block wkv
-		{qcase{NVFP4, 1024, 384}, 2, earlier},          // 3 chunks: declined
-		{qcase{NVFP4, 2048, 8192}, 1, stream},          // 8 units per warp
-		{qcase{MXFP4, 1024, 16384}, 2, streamCluster},  // clusters of 2, 8 units per warp
+		{qcase{NVFP4, 2048, 4096}, 1, pathPredec},          // expert w1/w3, x loaded first
+		{qcase{MXFP4, 2048, 4096}, 5, pathPredec},          // x per unit
+		{qcase{NVFP4, 4096, 2048}, 2, pathPredec},          // expert w2: two row tiles per block
+		{qcase{NVFP4, 512, 4096}, 1, pathPredecCluster},    // wkv
+		{qcase{NVFP4, 2048, 4096}, 12, pathPredec},         // two token tiles
+		{qcase{NVFP4, 512, 4096}, 9, pathPredecCluster},    // two token tiles, wkv
+		{qcase{NVFP4, 4096, 2048}, 16, pathPredec},         // two token tiles, w2
+		{qcase{NVFP4, 16384, 1024}, 10, pathStream},        // M > 8, 4 row tiles per block
+		{qcase{FP8Block, 2048, 4096}, 12, pathEarlier},     // x too large beside FP8-block rings
+		{qcase{FP8Block, 2048, 4096}, 1, pathStream},       // FP8-block: no predecode
+		{qcase{NVFP4, 16384, 1024}, 1, pathStream},         // 4 row tiles per block
+		{qcase{NVFP4, 4096, 8192}, 4, pathStream},          // 16 units per warp, 4-deep rings
+		{qcase{FP8Block, 512, 4096}, 2, pathStreamCluster}, // FP8-block wkv
+		{qcase{NVFP4, 1024, 384}, 2, pathEarlier},          // 3 chunks: declined
+		{qcase{NVFP4, 2048, 8192}, 1, pathStream},          // 8 units per warp
+		{qcase{MXFP4, 1024, 16384}, 2, pathStreamCluster},  // clusters of 2, 8 units per warp
 	} {
 		r := rng(t)
 		p, ref := packRandom(t, r, tc.c)
@@ -969,6 +957,26 @@ func TestGEMVPath(t *testing.T) {
 		}
 		w.Free()
 	}
+}
+
+// The decode kernel families gemvPath reports (DSV4C_GEMV_* in csrc/dsv4cuda.h).
+const (
+	pathEarlier       = 1
+	pathStream        = 2
+	pathStreamCluster = 3
+	pathPredec        = 4
+	pathPredecCluster = 5
+)
+
+// checkPaths reports whether a test should check the kernel family of its decode launches: on
+// a 132-SM device (the H200 the families were chosen on) with no DSV4GO_GEMV* switch set.
+func checkPaths(d *Device) bool {
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DSV4GO_GEMV") {
+			return false
+		}
+	}
+	return d.SMs() == 132
 }
 
 // replayGraph captures step on st into a CUDA graph, fills out and the float32 buffers in
@@ -1287,16 +1295,18 @@ func TestQGEMMXRange(t *testing.T) {
 	d := device(t)
 	r := rng(t)
 	st := d.Stream()
+	check := checkPaths(d)
 	cases := []struct {
-		c  qcase
-		ms []int
+		c    qcase
+		ms   []int
+		path int // the kernel family on a 132-SM device (checkPaths)
 	}{
-		{qcase{NVFP4, 16384, 1024}, []int{1, 3}}, // streaming kernel, 4 row tiles and 2 K-slices per block
-		{qcase{MXFP4, 8192, 1024}, []int{1}},     // streaming kernel, MXFP4
-		{qcase{NVFP4, 34048, 256}, []int{1, 12}}, // streaming kernel, whole row tiles per warp; M > 8
-		{qcase{NVFP4, 2048, 4096}, []int{1}},     // predecode kernel
-		{qcase{NVFP4, 1024, 384}, []int{2}},      // earlier kernel (3 chunks: the streaming kernel declines)
-		{qcase{FP8Block, 8192, 1024}, []int{1}},  // FP8-block, streaming kernel
+		{qcase{NVFP4, 16384, 1024}, []int{1, 3}, pathStream}, // 4 row tiles and 2 K-slices per block
+		{qcase{MXFP4, 8192, 1024}, []int{1}, pathStream},
+		{qcase{NVFP4, 34048, 256}, []int{1, 12}, pathStream}, // whole row tiles per warp; M > 8
+		{qcase{NVFP4, 2048, 4096}, []int{1}, pathPredec},
+		{qcase{NVFP4, 1024, 384}, []int{2}, pathEarlier}, // 3 chunks: the streaming kernel declines
+		{qcase{FP8Block, 8192, 1024}, []int{1}, pathStream},
 	}
 	xforms := []struct {
 		name string
@@ -1330,6 +1340,9 @@ func TestQGEMMXRange(t *testing.T) {
 					must(t, xbuf.Upload(xb), ybuf.UploadF32(y0))
 					if err := st.QGEMMSplit(w, xbuf, ybuf, m, false, 0); err != nil {
 						t.Fatalf("%s: %v", name, err)
+					}
+					if got := gemvPath(); check && got != tc.path {
+						t.Errorf("%s: kernel family %d, want %d", name, got, tc.path)
 					}
 					checkQGEMMRows(t, name, ybuf, ref, xv, nil, m, tc.c.n, tc.c.k, false, func(int) bool { return true })
 				}()

@@ -56,6 +56,7 @@
 // DSV4GO_GEMV3=0 turns the streaming and predecode GEMVs off, DSV4GO_GEMV3_PDL=0 launches it
 // without programmatic dependent launch, DSV4GO_GEMV3_DEPTH=2 / DSV4GO_GEMV3_UP=1 /
 // DSV4GO_GEMV3_BPS=n change its ring depth, units per iteration and blocks per SM,
+// DSV4GO_GEMV3_SPLIT=0 keeps a warp's last loop step whole (one matrix),
 // DSV4GO_GEMV3_PRE=n the units issued before the wait, DSV4GO_GEMV3_LD=0 / 1 schedules the
 // next grid at the wait / once x is staged, DSV4GO_GEMV3_CL=n sets the cluster size of its K
 // split (1: none), DSV4GO_GEMV3_SMALL=0 turns the 4-deep rings off, DSV4GO_GEMV3_GROUPED=0

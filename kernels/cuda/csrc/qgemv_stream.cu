@@ -29,7 +29,8 @@
 //    MMA dependency chains; the steps of one ring cycle are unrolled, so ring slots are
 //    constant offsets, and the issue side advances by pointer increments: the FP4 decode is
 //    instruction-bound on sm_90 (no FP4 conversion instruction), so every instruction
-//    outside the E2M1 -> bf16 arithmetic counts (BENCHMARKS.md, "CUDA (H200)");
+//    outside the E2M1 -> bf16 arithmetic counts (BENCHMARKS.md, "CUDA (H200)"); for one
+//    matrix, a warp's last step multiplies its two units one at a time, each as it lands;
 //  - K-slices of a row tile are reduced in shared memory at the end (fixed order), whole row
 //    tiles are stored as soon as they are done. A matrix with too few row tiles to give half
 //    the SMs a block (wkv: 32) splits K over a thread-block cluster instead, reduced through
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
     qgemv_stream_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                         int K, float alpha, const __nv_bfloat16 *x,
                         float *__restrict__ y, int M, int N, int R, int lgkw, int accumulate, int probe,
-                        int pre, int ldp, Groups gp) {
+                        int pre, int ldp, int split, Groups gp) {
   using U = Unit<FMT>;
   constexpr int WQ = U::WQ;
   static_assert(DEPTH % UP == 0 && UP <= 2, "the unrolled ring needs DEPTH a multiple of UP");
@@ -402,60 +403,48 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       for (int k = 0; k < 4; k++) red[(((warp - 1) * MT + n) * 4 + k) * 32 + lane] = v[0][n][k];
   };
 
-  // one loop step: wait for the UP units in slots s0 .. s0+UP-1, refill the UP slots freed by
-  // the previous step, decode and multiply.
-  auto step = [&](int s0) {
-    cp_wait<DEPTH - 2 * UP>();
-    __syncwarp(); // every lane's pieces of these units are visible; the last ones' slots are free
-    issue_step(s0);
-    uint4 tw[UP][2 * WQ];
-    uint32_t sw[UP];
+  // load: unit k of a step, whose ring slot is at `slot`, into tw[k] and sw[k]
+  auto load = [&](const uint8_t *slot, int k, uint4 (&tw)[UP][2 * WQ], uint32_t (&sw)[UP]) {
 #pragma unroll
-    for (int k = 0; k < UP; k++) {
-      const uint8_t *slot = ring + (s0 + k) * U::SLOT;
+    for (int h = 0; h < 2; h++)
 #pragma unroll
-      for (int h = 0; h < 2; h++)
+      for (int i = 0; i < WQ; i++)
+        tw[k][h * WQ + i] = *reinterpret_cast<const uint4 *>(slot + ((h * 32 + lane) * WQ + i) * 16);
+    if (FMT == DSV4C_FMT_FP8B)
+      sw[k] = __ldg(sc + (size_t)(rtc >> 3) * nch + cc + k);
+    else
+      sw[k] = *reinterpret_cast<const uint32_t *>(slot + U::WBYTES + sOff);
+  };
+  // math: decode units k0 .. k1-1 of a step and multiply them into the accumulators (k0, k1
+  // are constants once inlined)
+  auto math = [&](const uint4 (&tw)[UP][2 * WQ], const uint32_t (&sw)[UP], int k0, int k1) {
 #pragma unroll
-        for (int i = 0; i < WQ; i++)
-          tw[k][h * WQ + i] = *reinterpret_cast<const uint4 *>(slot + ((h * 32 + lane) * WQ + i) * 16);
-      if (FMT == DSV4C_FMT_FP8B)
-        sw[k] = __ldg(sc + (size_t)(rtc >> 3) * nch + cc + k);
-      else
-        sw[k] = *reinterpret_cast<const uint32_t *>(slot + U::WBYTES + sOff);
-    }
-#ifdef DSV4_STREAM_PROBE
-    // benchmark probe (DSV4GO_GEMV3_PROBE=1, in builds that define DSV4_STREAM_PROBE only: its
-    // test costs every step 5 instructions): stream the ring, skip the math
-    if (probe) {
-      acc[0][0][0] += __uint_as_float((tw[0][0].x ^ tw[UP - 1][1].y ^ sw[0]) & 0x3f7fffffu);
-    } else
-#endif
-    {
+    for (int h = 0; h < 2; h++) {
+      uint32_t bx[UP][MT][8];
 #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        uint32_t bx[UP][MT][8];
+      for (int n = 0; n < MT; n++) {
+        const uint4 *src = reinterpret_cast<const uint4 *>(xl[n] + cc * xstr[n] + h * 64);
 #pragma unroll
-        for (int n = 0; n < MT; n++) {
-          const uint4 *src = reinterpret_cast<const uint4 *>(xl[n] + cc * xstr[n] + h * 64);
-#pragma unroll
-          for (int k = 0; k < UP; k++) {
-            const uint4 lo = src[k * 16], hi = src[k * 16 + 1]; // +k*128, +k*128+8 bf16
-            bx[k][n][0] = lo.x; bx[k][n][1] = lo.y; bx[k][n][2] = lo.z; bx[k][n][3] = lo.w;
-            bx[k][n][4] = hi.x; bx[k][n][5] = hi.y; bx[k][n][6] = hi.z; bx[k][n][7] = hi.w;
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          uint32_t a[UP][4];
-#pragma unroll
-          for (int k = 0; k < UP; k++) decode_a<FMT, true>(&tw[k][h * WQ], sw[k], h, j, a[k]);
-#pragma unroll
-          for (int k = 0; k < UP; k++)
-#pragma unroll
-            for (int n = 0; n < MT; n++) mma16816(acc[j][n], a[k], bx[k][n][2 * j], bx[k][n][2 * j + 1]);
+        for (int k = k0; k < k1; k++) {
+          const uint4 lo = src[k * 16], hi = src[k * 16 + 1]; // +k*128, +k*128+8 bf16
+          bx[k][n][0] = lo.x; bx[k][n][1] = lo.y; bx[k][n][2] = lo.z; bx[k][n][3] = lo.w;
+          bx[k][n][4] = hi.x; bx[k][n][5] = hi.y; bx[k][n][6] = hi.z; bx[k][n][7] = hi.w;
         }
       }
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        uint32_t a[UP][4];
+#pragma unroll
+        for (int k = k0; k < k1; k++) decode_a<FMT, true>(&tw[k][h * WQ], sw[k], h, j, a[k]);
+#pragma unroll
+        for (int k = k0; k < k1; k++)
+#pragma unroll
+          for (int n = 0; n < MT; n++) mma16816(acc[j][n], a[k], bx[k][n][2 * j], bx[k][n][2 * j + 1]);
+      }
     }
+  };
+  // done: past a step's UP chunks; store the row tile they completed, if any
+  auto done = [&]() {
     cc += UP;
     if (cc == cEnd) { // the warp's part of row tile rtc is done
       if (FLAT || KW == 1) {
@@ -476,12 +465,60 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
       rtc += FLAT ? 1 : RW;
     }
   };
+
+  // one loop step: wait for the UP units in slots s0 .. s0+UP-1, refill the UP slots freed by
+  // the previous step, decode and multiply.
+  auto step = [&](int s0) {
+    cp_wait<DEPTH - 2 * UP>();
+    __syncwarp(); // every lane's pieces of these units are visible; the last ones' slots are free
+    issue_step(s0);
+    uint4 tw[UP][2 * WQ];
+    uint32_t sw[UP];
+#pragma unroll
+    for (int k = 0; k < UP; k++) load(ring + (s0 + k) * U::SLOT, k, tw, sw);
+#ifdef DSV4_STREAM_PROBE
+    // benchmark probe (DSV4GO_GEMV3_PROBE=1, in builds that define DSV4_STREAM_PROBE only: its
+    // test costs every step 5 instructions): stream the ring, skip the math
+    if (probe) {
+      acc[0][0][0] += __uint_as_float((tw[0][0].x ^ tw[UP - 1][1].y ^ sw[0]) & 0x3f7fffffu);
+    } else
+#endif
+      math(tw, sw, 0, UP);
+    done();
+  };
   // The ring cycles through its DEPTH slots every DEPTH / UP steps: unrolled, so that every
   // slot address is a constant offset from ring.
-  for (int u = 0; u < nu; u += DEPTH) {
+  // split (UP = 2, one matrix): the warp's last step is taken out of the loop and multiplies
+  // its two units one at a time, the first as soon as it has landed. When the last bytes land
+  // every warp still holds a step; a bound probe that skipped that step's math cut a lone
+  // launch by 0.6 us (BENCHMARKS.md, session 18). Its slot is found at run time (one step);
+  // nothing is left to issue by then (the units before the wait and the refills have covered
+  // all nu), so the waits count the groups the invariant of step() leaves: DEPTH - 2 UP after
+  // this step's two. Same call (2026-12-01 09:38, cudabench, NVFP4 at M = 1 / 4 / 16, us):
+  // wq_b 6.71 / 6.98 / 8.45 against 6.85 / 7.10 / 8.58, wo_b 7.22 / 8.12 / 11.16 against 7.36
+  // / 8.19 / 11.03; MXFP4 alike. In the balanced layout (FLAT) it lost: the routed layer at 4
+  // tokens 88.43 against 86.91 us (Stream.MoE), so it is compiled out there.
+  const int nloop = !FLAT && split && UP == 2 && nu > 0 ? nu - UP : nu;
+  for (int u = 0; u < nloop; u += DEPTH) {
 #pragma unroll
     for (int s0 = 0; s0 < DEPTH; s0 += UP)
-      if (u + s0 < nu) step(s0);
+      if (u + s0 < nloop) step(s0);
+  }
+  if constexpr (UP == 2 && !FLAT) {
+    if (nloop < nu) {
+      const uint8_t *slot = ring + ((nu - UP) % DEPTH) * U::SLOT;
+      uint4 tw[UP][2 * WQ];
+      uint32_t sw[UP];
+      cp_wait<DEPTH - 2 * UP + 1>();
+      __syncwarp();
+      load(slot, 0, tw, sw);
+      math(tw, sw, 0, 1);
+      cp_wait<DEPTH - 2 * UP>();
+      __syncwarp();
+      load(slot + U::SLOT, 1, tw, sw);
+      math(tw, sw, 1, 2);
+      done();
+    }
   }
   cp_wait<0>();
 #ifdef DSV4_STREAM_TRACE
@@ -585,7 +622,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 }
 
 // Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
-// one unit per loop iteration, DSV4GO_GEMV3_PRE = units issued before the wait (at most the
+// one unit per loop iteration, DSV4GO_GEMV3_SPLIT=0 keeps the warp's last step whole, DSV4GO_GEMV3_PRE = units issued before the wait (at most the
 // ring's DEPTH - UP), DSV4GO_GEMV3_PDL=0 launches without the
 // programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2: the
 // grid is one wave of two blocks per SM; the next grid's blocks start as these retire);
@@ -663,6 +700,8 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
     if (int e = cluster_fits(clusterFits, kern, gp.cl, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
+  // the warp's last step split in two (one matrix; the kernel's `split`); DSV4GO_GEMV3_SPLIT=0: not
+  static const int split = env_int("DSV4GO_GEMV3_SPLIT", 1) != 0;
   // Where the next grid may be scheduled (DSV4GO_GEMV3_LD overrides): FP4 launches without
   // clusters, once x is staged (1): the next grid's first weight loads then queue behind this
   // grid's remaining ones instead of ahead of them. Timeline (tools/cuda_stream_trace.cu,
@@ -703,7 +742,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   Launch lc(gp.G * gp.bpg * gp.cl, smem, st, pdl, gp.cl);
   const int r = (int)cudaLaunchKernelEx(&lc.cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                        alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
-                                       probe, pre, ldp, gp);
+                                       probe, pre, ldp, split, gp);
   if (r == 0)
     gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_STREAM_CLUSTER : gp.early ? DSV4C_GEMV_STREAM_READY : DSV4C_GEMV_STREAM,
                     std::memory_order_relaxed);

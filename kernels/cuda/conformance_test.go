@@ -483,7 +483,7 @@ func TestQGEMMGroupedSwiGLU(t *testing.T) {
 				path := gemvPath()
 				got, want := make([]float32, g*m*c.n), make([]float32, g*m*c.n)
 				must(t, y.DownloadF32(got), yw.DownloadF32(want))
-				if (ref == 2 || ref == 6) && (path == 2 || path == 6) {
+				if (ref == pathStream || ref == pathStreamReady) && (path == pathStream || path == pathStreamReady) {
 					for i := range want {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 							t.Fatalf("%v m=%d %+v: y[%d] = %g, want %g (SwiGLU launch + grouped launch)", c.f, m, o, i, got[i], want[i])
@@ -585,7 +585,7 @@ func TestGraphMoEIDsReady(t *testing.T) {
 		}
 	}
 	ya, ida := eager(la, true)
-	bits = gemvPath() == 6 || gemvPath() == 2 // the last grouped launch (w2) on the streaming kernel
+	bits = gemvPath() == pathStreamReady || gemvPath() == pathStream // the last grouped launch (w2) on the streaming kernel
 	yb, idb := eager(lb, true)
 	if slices.Equal(ida, idb) {
 		t.Fatalf("both logits route to the same experts %v: the test cannot see stale ids", ida)
@@ -716,9 +716,9 @@ func TestQGEMMGrouped(t *testing.T) {
 			y0 := make([]float32, g*m*n)
 			poison(y0)
 			must(t, ybuf.UploadF32(y0), st.QGEMMGrouped(ws, ibuf, xbuf, ybuf, m, g, false))
-			want := 2 // streaming (balanced layout)
+			want := pathStream // balanced layout
 			if n == 192 || m == 16 && (k == 4096 || f == FP8Block && k == 2048) {
-				want = 1 // earlier kernel: too few row tiles, or x too large beside the rings
+				want = pathEarlier // too few row tiles, or x too large beside the rings
 			}
 			path := gemvPath()
 			if check && path != want {
@@ -747,11 +747,11 @@ func TestQGEMMGrouped(t *testing.T) {
 			// kernel reads them before its wait, with the same bits.
 			ready := make([]float32, g*m*n)
 			must(t, ybuf.UploadF32(y0), st.QGEMMGroupedOpts(ws, ibuf, xbuf, ybuf, m, g, GroupedOptions{IDsReady: true}))
-			if rp := gemvPath(); check && path == 2 && rp != 6 {
-				t.Errorf("%v %dx%d x %d groups M=%d, ids ready: kernel family %d, want 6", f, n, k, g, m, rp)
+			if rp := gemvPath(); check && path == pathStream && rp != pathStreamReady {
+				t.Errorf("%v %dx%d x %d groups M=%d, ids ready: kernel family %d, want %d", f, n, k, g, m, rp, pathStreamReady)
 			}
 			must(t, ybuf.DownloadF32(ready))
-			if path != 2 { // the earlier kernel's split-K atomics add in any order
+			if path != pathStream { // the earlier kernel's split-K atomics add in any order
 				if e := relErr(ready, got); e > 1e-5 {
 					t.Fatalf("%v m=%d ids ready: rel err %g", f, m, e)
 				}
@@ -797,7 +797,7 @@ func TestQGEMMGrouped(t *testing.T) {
 				bad := append([]int32(nil), ids...)
 				bad[1] = int32(e)
 				must(t, ibuf.UploadI32(bad), ybuf.UploadF32(y0), st.QGEMMGrouped(ws, ibuf, xbuf, ybuf, m, g, false))
-				bits := gemvPath() == 2
+				bits := gemvPath() == pathStream
 				must(t, ybuf.DownloadF32(acc))
 				for z := 0; z < g; z++ {
 					for i := 0; i < m*n; i++ {
@@ -966,6 +966,7 @@ const (
 	pathStreamCluster = 3
 	pathPredec        = 4
 	pathPredecCluster = 5
+	pathStreamReady   = 6 // streaming, grouped, expert ids read before the wait
 )
 
 // checkPaths reports whether a test should check the kernel family of its decode launches: on

@@ -131,6 +131,7 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   using U = Unit<FMT>;
   constexpr int WQ = U::WQ;
   static_assert(DEPTH % UP == 0 && UP <= 2, "the unrolled ring needs DEPTH a multiple of UP");
+  static_assert(UP == 1 || DEPTH >= 2 * UP, "the split last step needs every unit issued before it");
   extern __shared__ uint4 smem[];
 
   TRACE_BEGIN(y);
@@ -263,7 +264,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // s0 - 1, mod DEPTH) under one predicate and one pointer step, a group per unit. Valid
   // because the units left and the units to the next jump are multiples of UP at every step:
   // UP = 2 only where a warp's chunk runs are even (the launcher's pair), the balanced layout
-  // cuts warps at whole steps, and the prologue issues DEPTH - UP units.
+  // cuts warps at whole steps, and the prologue issues DEPTH - UP units. The split last step
+  // (below) relies on the same: a warp's unit count nu is a multiple of UP.
   auto issue_step = [&](int s0) {
     const bool live = lefti > 0;
 #pragma unroll
@@ -497,7 +499,9 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
   // this step's two. Same call (2026-12-01 09:38, cudabench, NVFP4 at M = 1 / 4 / 16, us):
   // wq_b 6.71 / 6.98 / 8.45 against 6.85 / 7.10 / 8.58, wo_b 7.22 / 8.12 / 11.16 against 7.36
   // / 8.19 / 11.03; MXFP4 alike. In the balanced layout (FLAT) it lost: the routed layer at 4
-  // tokens 88.43 against 86.91 us (Stream.MoE), so it is compiled out there.
+  // tokens 88.43 against 86.91 us (Stream.MoE), so it is compiled out there. The split adds
+  // each MMA accumulator's four products of the step in another order (unit by unit instead of
+  // half by half), so SPLIT=0 and 1 may differ in the last float32 bits; each is deterministic.
   const int nloop = !FLAT && split && UP == 2 && nu > 0 ? nu - UP : nu;
   for (int u = 0; u < nloop; u += DEPTH) {
 #pragma unroll
@@ -622,7 +626,8 @@ __global__ void __launch_bounds__(256, 2) // shared memory allows two blocks per
 }
 
 // Knobs (benchmarks): DSV4GO_GEMV3_DEPTH=2 picks the deeper ring (below), DSV4GO_GEMV3_UP=1
-// one unit per loop iteration, DSV4GO_GEMV3_SPLIT=0 keeps the warp's last step whole, DSV4GO_GEMV3_PRE = units issued before the wait (at most the
+// one unit per loop iteration, DSV4GO_GEMV3_SPLIT=0 keeps the warp's last step whole (one
+// matrix), DSV4GO_GEMV3_PRE = units issued before the wait (at most the
 // ring's DEPTH - UP), DSV4GO_GEMV3_PDL=0 launches without the
 // programmatic-dependent-launch attribute; DSV4GO_GEMV3_BPS = target blocks per SM (2: the
 // grid is one wave of two blocks per SM; the next grid's blocks start as these retire);
@@ -700,7 +705,8 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
     if (int e = cluster_fits(clusterFits, kern, gp.cl, cap)) return e;
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
-  // the warp's last step split in two (one matrix; the kernel's `split`); DSV4GO_GEMV3_SPLIT=0: not
+  // the warp's last step split in two (one matrix, not with the math-off probe; the kernel's
+  // `split`); DSV4GO_GEMV3_SPLIT=0: not
   static const int split = env_int("DSV4GO_GEMV3_SPLIT", 1) != 0;
   // Where the next grid may be scheduled (DSV4GO_GEMV3_LD overrides): FP4 launches without
   // clusters, once x is staged (1): the next grid's first weight loads then queue behind this
@@ -742,7 +748,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   Launch lc(gp.G * gp.bpg * gp.cl, smem, st, pdl, gp.cl);
   const int r = (int)cudaLaunchKernelEx(&lc.cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                        alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
-                                       probe, pre, ldp, split, gp);
+                                       probe, pre, ldp, split && gp.G == 1 && !probe ? 1 : 0, gp);
   if (r == 0)
     gemv_path.store(gp.cl > 1 ? DSV4C_GEMV_STREAM_CLUSTER : gp.early ? DSV4C_GEMV_STREAM_READY : DSV4C_GEMV_STREAM,
                     std::memory_order_relaxed);

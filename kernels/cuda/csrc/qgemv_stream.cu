@@ -40,8 +40,9 @@
 //    their units evenly, so a warp may start or end inside a row tile; partial sums of a row
 //    tile meet in shared memory and the warp holding its first chunk adds them in warp order.
 //    After the ids, x's loads (small x) and 3 units go out before x is staged; when the caller
-//    declares the ids ready (DSV4C_IDS_READY, dsv4cuda.h), the ids and up to 4 units (as the
-//    ring allows: FP8-block 3, 4-deep FP4 rings 2) go out before the wait, as for one matrix.
+//    declares the ids ready (DSV4C_IDS_READY, dsv4cuda.h), the ids and up to 4 units (6 where
+//    a warp streams 32 or more; as the ring allows: FP8-block 3, 4-deep FP4 rings 2) go out
+//    before the wait, as for one matrix.
 //    With DSV4C_X_SWIGLU (dsv4c_qgemm_grouped_swiglu) x is float32 gate / up rows and the block
 //    stages their clamped SwiGLU as its bf16 x (the routed w2 straight after w1 / w3).
 // The launcher declines (DSV4C_ERR_SHAPE) when x does not fit beside the rings (FP4: 8-deep,
@@ -733,12 +734,28 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   // and so do 4 units (no x first: x is the previous kernel's). Same call (2026-11-30 13:50,
   // NVFP4, us at M = 1 / 4; 12 w1/w3 matrices, 6 w2; ids after the wait: 18.18 / 19.21 and
   // 10.52 / 11.14): units 2 / 3 / 4 / 6 17.36 / 16.51 / 16.25 / 16.52 and 10.41 / 9.89 / 9.43
-  // / 9.85 at M = 1; 16.80 and 9.76 at M = 4 with 4. DSV4GO_GEMV3_RPRE overrides.
+  // / 9.85 at M = 1; 16.80 and 9.76 at M = 4 with 4. Where a warp streams 32 units or more
+  // (the routed launches of a batch of 2 or more tokens: 11 or more expert slots), 6: same call
+  // (2026-12-01 10:23, cudabench routed rows, NVFP4, ids ready, two runs, us at 1 / 2 / 4 / 8 /
+  // 16 tokens), Stream.MoE with 4 units 25.60 / 44.78 / 85.36 / 157.09 / 312.34 and 25.34 /
+  // 44.68 / 85.13 / 156.79 / 312.38, with 6 26.01 / 43.45 / 83.61 / 154.65 / 312.07 and 26.01 /
+  // 43.33 / 83.73 / 154.16 / 312.06; the w2 launch at 2 tokens (22 units per warp) 14.73 / 14.70
+  // with 4 against 15.24 / 15.15 with 6, at 4 tokens (48) 29.41 / 29.53 against 28.29 / 28.31;
+  // w1/w3 at 1 token (24) 15.73 / 15.72 against 15.77 / 15.70, at 2 (48) 27.82 / 27.71 against
+  // 26.51 / 26.49. This rule against 4 everywhere, same call (10:28, two runs each, us at 1 / 2 /
+  // 4 / 8 / 16 tokens): w1/w3 15.95 / 26.96 / 58.94 / 105.58 / 199.92 and 15.87 / 26.85 / 57.45
+  // / 105.20 / 198.56 against 15.78 / 28.28 / 59.90 / 106.17 / 201.57 and 15.84 / 28.23 / 59.93
+  // / 106.10 / 200.43; w2 9.42 / 14.84 / 28.93 / 55.46 / 105.47 and 9.34 / 14.94 / 29.91 / 55.21
+  // / 105.16 against 9.34 / 14.97 / 30.14 / 56.69 / 106.13 and 9.33 / 14.88 / 30.18 / 56.47 /
+  // 106.19; Stream.MoE 25.60 / 44.54 / 85.74 / 161.10 / 326.89 and 25.61 / 44.55 / 89.00 /
+  // 160.68 / 330.86 against 25.60 / 45.47 / 87.52 / 161.22 / 325.39 and 25.72 / 45.41 / 87.19 /
+  // 161.12 / 330.52 (its 4-token rows spread by 4 % between runs). DSV4GO_GEMV3_RPRE overrides.
   static const int gpre_env = max(0, env_int("DSV4GO_GEMV3_GPRE", 3));
-  static const int rpre_env = max(0, env_int("DSV4GO_GEMV3_RPRE", 4));
+  static const int rpre_env = env_int("DSV4GO_GEMV3_RPRE", -1);
+  const int rpre = rpre_env >= 0 ? rpre_env : upw >= 32 ? 6 : 4;
   static const bool gxf = env_int("DSV4GO_GEMV3_GXF", 1) != 0;
   const int pre = (FLAT && gp.ids && !gp.early && !gp.swiglu && gxf ? 256 : 0) |
-                  min(DEPTH - UP, FLAT && gp.ids          ? (gp.early ? rpre_env : gpre_env)
+                  min(DEPTH - UP, FLAT && gp.ids          ? (gp.early ? rpre : gpre_env)
                                   : pre_env >= 0          ? pre_env
                                   : FMT == DSV4C_FMT_FP8B ? DEPTH - UP
                                   : upw <= 2              ? 1

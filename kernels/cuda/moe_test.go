@@ -8,8 +8,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dsv4go/dsv4go/internal/numfmt"
 	"github.com/dsv4go/dsv4go/kernels"
@@ -268,70 +271,89 @@ func TestQGEMMMoE(t *testing.T) {
 // the launches ran with every alpha 1, so the references are divided by the packed alphas.
 func checkMoERef(t *testing.T, name string, s *moeStacks, ids []int32, xv []float64, init, gu []float32, hb []byte, yw []float32, m, h, inter int, o MoEOptions, noAlpha bool) {
 	t.Helper()
-	e, g := len(s.r1), len(ids)
-	n := g * m * inter
+	// The slots are independent: checked in parallel (about 4 s per TestQGEMMMoE run on one
+	// core), the first failing slot in slot order reported.
+	errs := make([]error, len(ids))
+	var eg errgroup.Group
+	eg.SetLimit(runtime.GOMAXPROCS(0))
 	for z, id := range ids {
-		if id < 0 || int(id) >= e {
+		if id < 0 || int(id) >= len(s.r1) {
 			continue
 		}
-		d1, d3, d2 := 1.0, 1.0, 1.0
-		if noAlpha {
-			d1, d3, d2 = float64(s.a1[id]), float64(s.a3[id]), float64(s.a2[id])
+		eg.Go(func() error {
+			errs[z] = checkMoESlot(name, s, z, int(id), len(ids), xv, init, gu, hb, yw, m, h, inter, o, noAlpha)
+			return nil
+		})
+	}
+	eg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
 		}
-		for i := 0; i < m; i++ {
-			row := (z*m + i) * inter
-			x := xv[(z*m+i)*h : (z*m+i+1)*h]
-			for j := 0; j < inter; j++ {
-				for _, u := range []struct {
-					what string
-					ref  []float64
-					d    float64
-					got  float32
-				}{{"gate", s.r1[id], d1, gu[row+j]}, {"up", s.r3[id], d3, gu[n+row+j]}} {
-					var sum, sa float64
-					for k, xk := range x {
-						p := u.ref[j*h+k] * xk
-						sum += p
-						sa += math.Abs(p)
-					}
-					sum, sa = sum/u.d, sa/u.d // (d > 0)
-					if gv := float64(u.got); math.IsNaN(gv) || math.Abs(gv-sum) > sa*0x1p-14+1e-30 {
-						t.Fatalf("%s: slot %d (expert %d) %s[%d][%d] = %g, float64 reference %g", name, z, id, u.what, i, j, gv, sum)
-					}
+	}
+}
+
+// checkMoESlot is checkMoERef for slot z (expert id) of g slots.
+func checkMoESlot(name string, s *moeStacks, z, id, g int, xv []float64, init, gu []float32, hb []byte, yw []float32, m, h, inter int, o MoEOptions, noAlpha bool) error {
+	n := g * m * inter
+	d1, d3, d2 := 1.0, 1.0, 1.0
+	if noAlpha {
+		d1, d3, d2 = float64(s.a1[id]), float64(s.a3[id]), float64(s.a2[id])
+	}
+	for i := 0; i < m; i++ {
+		row := (z*m + i) * inter
+		x := xv[(z*m+i)*h : (z*m+i+1)*h]
+		for j := 0; j < inter; j++ {
+			for _, u := range []struct {
+				what string
+				ref  []float64
+				d    float64
+				got  float32
+			}{{"gate", s.r1[id], d1, gu[row+j]}, {"up", s.r3[id], d3, gu[n+row+j]}} {
+				var sum, sa float64
+				for k, xk := range x {
+					p := u.ref[j*h+k] * xk
+					sum += p
+					sa += math.Abs(p)
+				}
+				sum, sa = sum/u.d, sa/u.d // (d > 0)
+				if gv := float64(u.got); math.IsNaN(gv) || math.Abs(gv-sum) > sa*0x1p-14+1e-30 {
+					return fmt.Errorf("%s: slot %d (expert %d) %s[%d][%d] = %g, float64 reference %g", name, z, id, u.what, i, j, gv, sum)
 				}
 			}
-			want := make([]float32, inter)
-			kernels.SwiGLU(want, gu[row:row+inter], gu[n+row:n+row+inter], o.SwiGLULimit)
-			hv := make([]float64, inter)
-			for j := range hv {
-				gb := uint16(hb[2*(row+j)]) | uint16(hb[2*(row+j)+1])<<8
-				wb := numfmt.F32ToBF16(want[j])
-				// equal, or one ulp apart with the same sign (expf against exp at a rounding boundary)
-				if d := int(gb) - int(wb); gb != wb && ((gb^wb)&0x8000 != 0 || d != 1 && d != -1) {
-					t.Fatalf("%s: slot %d h[%d][%d] = %#04x, SwiGLU of its gate and up %#04x", name, z, i, j, gb, wb)
-				}
-				hv[j] = float64(numfmt.BF16ToF32(gb))
+		}
+		want := make([]float32, inter)
+		kernels.SwiGLU(want, gu[row:row+inter], gu[n+row:n+row+inter], o.SwiGLULimit)
+		hv := make([]float64, inter)
+		for j := range hv {
+			gb := uint16(hb[2*(row+j)]) | uint16(hb[2*(row+j)+1])<<8
+			wb := numfmt.F32ToBF16(want[j])
+			// equal, or one ulp apart with the same sign (expf against exp at a rounding boundary)
+			if d := int(gb) - int(wb); gb != wb && ((gb^wb)&0x8000 != 0 || d != 1 && d != -1) {
+				return fmt.Errorf("%s: slot %d h[%d][%d] = %#04x, SwiGLU of its gate and up %#04x", name, z, i, j, gb, wb)
 			}
-			r2 := s.r2[id]
-			for oi := 0; oi < h; oi++ {
-				var ys, ya float64
-				for j, hj := range hv {
-					p := r2[oi*inter+j] * hj
-					ys += p
-					ya += math.Abs(p)
-				}
-				ys, ya = ys/d2, ya/d2
-				at := (z*m+i)*h + oi
-				if o.Accumulate {
-					ys += float64(init[at])
-					ya += math.Abs(float64(init[at]))
-				}
-				if gv := float64(yw[at]); math.IsNaN(gv) || math.Abs(gv-ys) > ya*0x1p-14+1e-30 {
-					t.Fatalf("%s: slot %d (expert %d) y[%d][%d] = %g, float64 reference %g (sum |w2 h| %g)", name, z, id, i, oi, gv, ys, ya)
-				}
+			hv[j] = float64(numfmt.BF16ToF32(gb))
+		}
+		r2 := s.r2[id]
+		for oi := 0; oi < h; oi++ {
+			var ys, ya float64
+			for j, hj := range hv {
+				p := r2[oi*inter+j] * hj
+				ys += p
+				ya += math.Abs(p)
+			}
+			ys, ya = ys/d2, ya/d2
+			at := (z*m+i)*h + oi
+			if o.Accumulate {
+				ys += float64(init[at])
+				ya += math.Abs(float64(init[at]))
+			}
+			if gv := float64(yw[at]); math.IsNaN(gv) || math.Abs(gv-ys) > ya*0x1p-14+1e-30 {
+				return fmt.Errorf("%s: slot %d (expert %d) y[%d][%d] = %g, float64 reference %g (sum |w2 h| %g)", name, z, id, i, oi, gv, ys, ya)
 			}
 		}
 	}
+	return nil
 }
 
 // TestGraphMoE captures Stream.MoE (ids declared ready) in a CUDA graph and replays it with ids

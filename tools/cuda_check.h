@@ -1,7 +1,7 @@
 // tools/cuda_check.h: what the standalone CUDA tools in tools/ (cuda_ceiling.cu,
-// cuda_stream_trace.cu, cuda_large_parts.cu) share: the CK(call) macro (a failed CUDA runtime call prints file,
+// cuda_stream_trace.cu, cuda_large_parts.cu, cuda_xlat.cu) share: the CK(call) macro (a failed CUDA runtime call prints file,
 // line, the call and the runtime's error string, and exits 1), captured_graph,
-// replay_ms and median_replay_ms. Not part of
+// replay_ms, median_replay_ms and pct. Not part of
 // the library (kernels/cuda reports errors as typed Go errors instead).
 #ifndef DSV4GO_TOOLS_CUDA_CHECK_H
 #define DSV4GO_TOOLS_CUDA_CHECK_H
@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <vector>
 
 #define CK(x)                                                                                \
   do {                                                                                       \
@@ -61,6 +62,14 @@ static inline float median_replay_ms(cudaGraphExec_t ge, cudaStream_t st) {
   for (int i = 0; i < 5; i++) t[i] = replay_ms(ge, st);
   std::sort(t, t + 5);
   return t[2];
+}
+
+// pct returns the p-quantile of v (the element at index p * size of the sorted values, the last
+// for p = 1; 0 when empty).
+static inline double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, (size_t)(p * v.size()))];
 }
 
 #endif

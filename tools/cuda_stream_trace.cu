@@ -28,14 +28,6 @@
 
 #include "cuda_check.h"
 
-// pct returns the p-quantile of v (the element at index p * size of the sorted values, the last
-// for p = 1; 0 when empty).
-static double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, (size_t)(p * v.size()))];
-}
-
 static double med(const std::vector<double> &v) { return pct(v, 0.5); }
 
 // eager_then_graph runs launch(0) once on st (a failing launch exits before any capture), then
@@ -95,7 +87,7 @@ static long long launch_of(const unsigned long long *r, const float *y, size_t p
 // ten slowest SMs; how often the launch's last block sat on one of them.
 template <typename Lk>
 static void sm_stats(const std::vector<unsigned long long> &h, const std::vector<Lk> &lk, int L, const float *y,
-                     size_t per) {
+                     size_t per, unsigned long long t0) {
   const int S = 1024;
   std::vector<double> fin[2], str[2];
   std::vector<int> nf[2], ns[2];
@@ -107,9 +99,6 @@ static void sm_stats(const std::vector<unsigned long long> &h, const std::vector
   }
   std::vector<std::vector<double>> finK(L, std::vector<double>(S, -1));
   const unsigned n = (unsigned)(h.size() / 8);
-  unsigned long long t0 = ~0ull;
-  for (unsigned i = 0; i < n; i++)
-    if (h[i * 8 + 2]) t0 = std::min(t0, h[i * 8 + 2]);
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long *r = &h[i * 8];
     const long long k = launch_of(r, y, per);
@@ -285,7 +274,7 @@ static void trace_shape(int fmt, int N, int K, int M) {
                pct(v[j], 1) / 1e3);
     printf(" |\n");
   }
-  if (getenv("SM_STATS")) sm_stats(h, lk, L, y, (size_t)M * N);
+  if (getenv("SM_STATS")) sm_stats(h, lk, L, y, (size_t)M * N, t0);
   for (int c = 0; c < copies; c++) {
     cudaFree(w[c]);
     cudaFree(s[c]);

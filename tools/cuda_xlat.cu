@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(256, 2)
     xlat_kernel(const uint4 *__restrict__ w, const uint4 *__restrict__ s, const uint4 *x, int P, size_t wblock,
                 unsigned long long *out) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ __align__(8) unsigned long long bar[8][2 * DEPTH];
+  __shared__ __align__(8) unsigned long long bar[8][DEPTH]; // mode 1: P <= DEPTH units per warp
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint8_t *ring = smem + warp * DEPTH * UNIT;
   uint4 *xs = reinterpret_cast<uint4 *>(smem + 8 * DEPTH * UNIT);
@@ -193,24 +193,18 @@ int main() {
             wv.push_back(h[b * 3 + 1] / 1e3);
           }
           if (xv.empty()) continue;
-          std::sort(xv.begin(), xv.end());
-          std::sort(wv.begin(), wv.end());
-          auto q = [&](std::vector<double> &v, double f) { return v[std::min(v.size() - 1, (size_t)(f * v.size()))]; };
-          st[sel][0].push_back(q(xv, 0.5));
-          st[sel][1].push_back(q(xv, 0.9));
-          st[sel][2].push_back(xv.back());
-          st[sel][3].push_back(q(wv, 0.5));
-          st[sel][4].push_back(q(wv, 0.9));
-          st[sel][5].push_back(wv.back());
+          st[sel][0].push_back(pct(xv, 0.5));
+          st[sel][1].push_back(pct(xv, 0.9));
+          st[sel][2].push_back(pct(xv, 1));
+          st[sel][3].push_back(pct(wv, 0.5));
+          st[sel][4].push_back(pct(wv, 0.9));
+          st[sel][5].push_back(pct(wv, 1));
         }
       }
       for (int sel = 0; sel < 3; sel++) {
         if ((mode == 3) != (sel > 0) || st[sel][0].empty()) continue;
         double m[6];
-        for (int i = 0; i < 6; i++) {
-          std::sort(st[sel][i].begin(), st[sel][i].end());
-          m[i] = st[sel][i][st[sel][i].size() / 2];
-        }
+        for (int i = 0; i < 6; i++) m[i] = pct(st[sel][i], 0.5);
         const char *tag = sel == 0 ? "" : sel == 1 ? " even SMs (2P units)" : " odd SMs (none)";
         printf("%-5d %-3d %10.3f %10.3f %10.3f | %10.3f %10.3f %10.3f%s\n", mode, P, m[0], m[1], m[2], m[3], m[4], m[5], tag);
       }

@@ -708,7 +708,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
   static const int probe = env_int("DSV4GO_GEMV3_PROBE", 0);
   // the warp's last step split in two (one matrix, not with the math-off probe; the kernel's
   // `split`); DSV4GO_GEMV3_SPLIT=0: not
-  static const int split = env_int("DSV4GO_GEMV3_SPLIT", 1) != 0;
+  static const bool split = env_int("DSV4GO_GEMV3_SPLIT", 1) != 0;
   // Where the next grid may be scheduled (DSV4GO_GEMV3_LD overrides): FP4 launches without
   // clusters, once x is staged (1): the next grid's first weight loads then queue behind this
   // grid's remaining ones instead of ahead of them. Timeline (tools/cuda_stream_trace.cu,

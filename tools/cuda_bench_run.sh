@@ -9,7 +9,8 @@
 # 128 x 64 tiles forced on every case, and captured graphs without the pre-pass's allocation),
 # the large-M call split into its
 # x pre-pass and GEMM (tools/cuda_large_parts.cu), the read-only ceiling
-# (tools/cuda_ceiling.cu), x's latency behind weight loads (tools/cuda_xlat.cu), the decode
+# (tools/cuda_ceiling.cu), the least time of a dependent launch (tools/cuda_floor.cu), x's
+# latency behind weight loads (tools/cuda_xlat.cu), the decode
 # arithmetic alone (tools/cuda_decode_probe.cu), the decode
 # GEMVs' launch timeline (tools/cuda_stream_trace.cu, also with the predecode kernel off), the
 # full cudabench table, a layer's MoE launches for M tokens routed top-6 over 256 experts, the
@@ -62,6 +63,7 @@ echo "== read-only ceiling; decode arithmetic alone (tools/cuda_decode_probe.cu)
 timeout 60 "$B/ceiling" >"$O/ceiling.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/decode_probe" >"$O/decode_probe.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/xlat" >"$O/xlat.txt" 2>&1; echo "rc=$?"
+timeout 120 "$B/floor" >"$O/floor.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/stream_trace" >"$O/stream_trace.txt" 2>&1; echo "rc=$?"
 DSV4GO_GEMV3_PREDEC=0 timeout 60 "$B/stream_trace" >"$O/stream_trace0.txt" 2>&1; echo "rc=$?"
 
@@ -101,6 +103,8 @@ echo "-- decode arithmetic alone"
 cat "$O/decode_probe.txt"
 echo "-- large-M parts"
 cat "$O/large_parts.txt"
+echo "-- the least time of a dependent launch (tools/cuda_floor.cu)"
+cat "$O/floor.txt"
 echo "-- ceiling"
 grep -E 'copy|empty|\| (1.18|4.72|18.90) \| [12] \|' "$O/ceiling.txt"
 echo "-- torch"

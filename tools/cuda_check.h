@@ -1,7 +1,7 @@
 // tools/cuda_check.h: what the standalone CUDA tools in tools/ (cuda_ceiling.cu,
 // cuda_stream_trace.cu, cuda_large_parts.cu, cuda_xlat.cu) share: the CK(call) macro (a failed CUDA runtime call prints file,
 // line, the call and the runtime's error string, and exits 1), captured_graph,
-// replay_ms, median_replay_ms and pct. Not part of
+// replay_ms, median_replay_ms, pct and copy_gbs. Not part of
 // the library (kernels/cuda reports errors as typed Go errors instead).
 #ifndef DSV4GO_TOOLS_CUDA_CHECK_H
 #define DSV4GO_TOOLS_CUDA_CHECK_H
@@ -70,6 +70,38 @@ static inline double pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, (size_t)(p * v.size()))];
+}
+
+// copy_gbs returns the device-to-device copy bandwidth in GB/s (read + write bytes) measured
+// the way kernels/cuda/cmd/cudabench does: eager cudaMemcpyAsync of 1 GiB between two buffers
+// on st, 2 warm-up copies, then the median of 3 timings of 10 copies. (A captured graph of
+// copies between the halves of one buffer read 2,704 GB/s on 2026-12-01 against 4,243 this
+// way, in the same device call; the GEMVs' % of copy is always against this figure.)
+static inline double copy_gbs(cudaStream_t st) {
+  const size_t n = (size_t)1 << 30;
+  char *a, *b;
+  CK(cudaMalloc(&a, n));
+  CK(cudaMalloc(&b, n));
+  CK(cudaMemsetAsync(a, 0x5b, n, st));
+  for (int i = 0; i < 2; i++) CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> s;
+  for (int rep = 0; rep < 3; rep++) {
+    CK(cudaEventRecord(e0, st));
+    for (int i = 0; i < 10; i++) CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    s.push_back(ms * 1e-3);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  return 2.0 * n * 10 / pct(s, 0.5) / 1e9;
 }
 
 #endif

@@ -873,12 +873,46 @@ int dispatch(const void *w, const void *sc, int N, int npad, int K, float alpha,
       return launch_gemv<FMT, 2>(w, sc, 0, 0, N, npad, K, alpha, nullptr, nullptr, x, y, M, 1,
                                  accumulate, splits, st);
   }
+  // DSV4GO_QGEMM_MID (benchmark knob, M = 17..64 with the split left to the library): 1 the
+  // wgmma kernel, 2 the pipelined mma.sync kernel, 4 the rule below with 4 warps per block
+  // for every format and K, 8 the 64-token tiles that took M = 33..64 until 2026-12-01; else the rule below.
+  static const int mid = env_int("DSV4GO_QGEMM_MID", -1);
+  if (M > 16 && M <= 64 && splits == 0 && mid > 0) {
+    if (mid == 1 && dsv4c_qgemm_large_ok())
+      return dsv4c_qgemm_large(FMT, w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, 0, st);
+    if (mid == 2 && ldx % 8 == 0)
+      return launch_pipe<FMT>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, st);
+    if (mid == 8 && M > 32)
+      return launch<FMT, 8, 2, 8>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+  }
   if (M <= 8)
     return launch<FMT, 1, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
   if (M <= 16)
     return launch<FMT, 2, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
-  if (M <= 32)
-    return launch<FMT, 4, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+  // M = 17..64: 32-token tiles, 8 warps per block for FP4 where K >= 8192. For M = 33..64 a second
+  // group of blocks (blockIdx.z) takes tokens 33..64 and reads the same weights, which L2
+  // serves while the packed weights are at most 20 MB; larger ones keep the 64-token tiles
+  // (each weight read once). H200, same calls (2026-12-01 11:47-11:55, cudabench, us at M =
+  // 48 / 64, 32-token tiles against 64-token tiles): NVFP4 w1/w3 9.64 / 10.38 against 13.39 /
+  // 15.34, w2 9.77 / 10.57 against 13.07 / 15.05, wq_b 21.67 / 22.57 against 30.40 / 33.98, wo_b
+  // 21.75 / 22.83 against 27.24 / 29.71, wkv 5.85 / 6.60 against 6.94 / 7.68 (MXFP4 the same
+  // within 3 %); FP8-block experts 12.96-13.62 against 14.44-16.75, but FP8-block wq_b (33.5 MB)
+  // 40.67 / 41.70 against 35.21 / 38.89 and wo_b 45.19 / 45.86 against 32.44 / 34.90. 8 warps
+  // per block for NVFP4 wo_b (K = 8192) at M = 17 / 32 / 48 / 64: 13.52 / 15.47 / 21.74 / 22.93
+  // against 16.03 / 16.94 / 26.95 / 27.72 with 4 (MXFP4 alike), but FP8-block wo_b at M = 17 /
+  // 24 / 32: 25.21 / 25.47 / 26.03 against 21.64 / 22.00 / 22.45 with 4 (11:59 call). Tried in the same calls and slower: 4 row
+  // tiles per warp, one row tile per warp (32- or 64-token tiles), 16-token tiles, twice the
+  // blocks per SM, and the wgmma and pipelined kernels (14-15 us for w1/w3 at any M = 24..128:
+  // their split-K costs more than the tile). Negative splits (tests) keep forcing the kernels
+  // below for M = 33..64.
+  {
+    const size_t wbytes = (size_t)npad * K / (FMT == DSV4C_FMT_FP8B ? 1 : 2);
+    if (M <= 32 || (M <= 64 && splits >= 0 && wbytes <= ((size_t)20 << 20))) {
+      if (K >= 8192 && FMT != DSV4C_FMT_FP8B && mid != 4)
+        return launch<FMT, 4, 2, 8>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+      return launch<FMT, 4, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
+    }
+  }
   // Large M on compute capability 9.0: the wgmma kernel (qgemm_large.cu, sm_90a); splits == -2
   // forces it for any M > 32 (tests). DSV4GO_QGEMM_WGMMA=0 keeps the mma.sync kernels below.
   if ((splits == -2 || (M > 64 && splits == 0)) && dsv4c_qgemm_large_ok())

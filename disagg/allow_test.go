@@ -120,8 +120,8 @@ func TestBootstrapNotAllowedError(t *testing.T) {
 				t.Errorf("%q lacks %q", tc.err, w)
 			}
 		}
-		if st, _, code := errorStatus(tc.err); st != 403 || code != "bootstrap_host_not_allowed" {
-			t.Errorf("%v: %d %s", tc.err, st, code)
+		if e := apiError(tc.err); e.Status != 403 || e.Code != "bootstrap_host_not_allowed" || e.Param != "bootstrap_host" {
+			t.Errorf("%v: %d %s %s", tc.err, e.Status, e.Code, e.Param)
 		}
 	}
 }

@@ -25,10 +25,12 @@ var ErrMismatch = errors.New("disagg: prefill and decode disagree on the request
 type DecodeConfig struct {
 	Model *dsv4.Model
 	// Name is the served model name (default "dsv4"), reported in responses and
-	// /v1/models. A request's "model" field is not checked against it, as
-	// SGLang's PD servers do not (examples/server answers 404 model_not_found,
-	// as vLLM does).
+	// /v1/models. A request whose "model" is neither Name nor one of Aliases
+	// (nor empty) gets 404 model_not_found before any state is fetched, as
+	// from examples/server (and vLLM); its room, if any, is aborted.
 	Name string
+	// Aliases are other names accepted in "model" (e.g. the model path).
+	Aliases []string
 	// EngineOptions configure the decode engine (StepTokens is overridden:
 	// a prompt must reach the backend in one call).
 	EngineOptions dsv4.EngineOptions
@@ -240,6 +242,16 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if err := checkServed(&req, d.cfg.Name, d.cfg.Aliases, d.back.MaxContext()); err != nil {
+		if pd {
+			d.failures.WithLabelValues("request").Inc()
+			if d.cfg.AllowedBootstrapHosts.Allows(bs.Host) {
+				d.abort(bs, "invalid request on decode side: "+err.Error())
+			}
+		}
+		writeErr(w, err)
+		return
+	}
 	if !pd {
 		stream, err := d.eng.ChatStream(ctx, &req)
 		if err != nil {

@@ -39,6 +39,16 @@
 //     selection policies, health checks, circuit breakers and Prometheus
 //     metrics.
 //
+// Bad requests get the answers examples/server gives (package openaierr,
+// which both use): the same HTTP status and OpenAI error object, with the
+// field at fault as "param" and messages that name JSON fields and types
+// (`invalid type for "temperature": expected a number, got string`;
+// "malformed JSON: …"); unknown paths get 404 not_found_error. Unlike
+// SGLang's PD servers, the prefill and decode servers refuse a "model"
+// other than their served name (or an alias) with 404 model_not_found, as
+// examples/server and vLLM do, so a Router answers the same in PD mode as
+// in front of examples/server workers.
+//
 // Dependencies: google.golang.org/grpc carries the KV streams (HTTP/2 flow
 // control, deadlines and cancellation for free); the Prometheus client
 // (github.com/prometheus/client_golang) exports the metrics.

@@ -8,61 +8,65 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaierr"
 	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
 // MaxBodyBytes bounds a request body read by the servers and the router.
 const MaxBodyBytes = 32 << 20
 
+// writeError sends an OpenAI error object (an empty code is sent as null).
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	e := openaiwire.Error{Message: msg, Type: typ}
-	if code != "" {
-		e.Code = code
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]openaiwire.Error{"error": e})
+	(&openaierr.Error{Status: status, Type: typ, Code: code, Message: msg}).Write(w)
 }
 
-// errorStatus maps an engine or transfer error to an HTTP status, an
-// OpenAI error type and code.
-func errorStatus(err error) (int, string, string) {
+// apiError maps an engine, transfer or request error to the HTTP status and
+// OpenAI error object the servers answer (status, type, param and code as
+// examples/server answers the same engine errors).
+func apiError(err error) *openaierr.Error {
+	e := &openaierr.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()}
+	set := func(st int, typ, param, code string) { e.Status, e.Type, e.Param, e.Code = st, typ, param, code }
+	var oe *openaierr.Error
 	var pe *dsv4.ParamError
 	switch {
-	case errors.As(err, &pe), errors.Is(err, dsv4.ErrInvalidParams):
-		return http.StatusBadRequest, "invalid_request_error", ""
+	case errors.As(err, &oe):
+		set(oe.Status, oe.Type, oe.Param, oe.Code)
+	case errors.As(err, &pe):
+		set(http.StatusBadRequest, "invalid_request_error", pe.Param, "")
+	case errors.Is(err, dsv4.ErrInvalidParams):
+		set(http.StatusBadRequest, "invalid_request_error", "", "")
+	case errors.Is(err, dsv4.ErrTemplateLimit):
+		set(http.StatusBadRequest, "invalid_request_error", "messages", "template_limit_exceeded")
 	case errors.Is(err, dsv4.ErrContextLength):
-		return http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"
+		set(http.StatusBadRequest, "invalid_request_error", "messages", "context_length_exceeded")
 	case errors.Is(err, dsv4.ErrRequestTooLarge):
-		return http.StatusBadRequest, "invalid_request_error", "request_too_large"
+		set(http.StatusBadRequest, "invalid_request_error", "max_tokens", "request_too_large")
 	case errors.Is(err, dsv4.ErrQueueFull), errors.Is(err, dsv4.ErrEngineClosed):
-		return http.StatusServiceUnavailable, "service_unavailable", "overloaded"
+		set(http.StatusServiceUnavailable, "service_unavailable", "", "overloaded")
 	case errors.Is(err, ErrIncompatible):
-		return http.StatusBadGateway, "internal_error", "incompatible_peer"
+		set(http.StatusBadGateway, "internal_error", "", "incompatible_peer")
 	case errors.Is(err, ErrAborted):
-		return http.StatusBadGateway, "internal_error", "transfer_aborted"
+		set(http.StatusBadGateway, "internal_error", "", "transfer_aborted")
 	case errors.Is(err, ErrTimeout):
-		return http.StatusGatewayTimeout, "internal_error", "transfer_timeout"
+		set(http.StatusGatewayTimeout, "internal_error", "", "transfer_timeout")
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrTruncated), errors.Is(err, ErrChecksum), errors.Is(err, ErrMalformed):
-		return http.StatusBadGateway, "internal_error", "transfer_failed"
+		set(http.StatusBadGateway, "internal_error", "", "transfer_failed")
 	case errors.Is(err, ErrBootstrapNotAllowed):
-		return http.StatusForbidden, "invalid_request_error", "bootstrap_host_not_allowed"
+		set(http.StatusForbidden, "invalid_request_error", "bootstrap_host", "bootstrap_host_not_allowed")
 	case errors.Is(err, ErrRoomInUse):
-		return http.StatusConflict, "invalid_request_error", "room_in_use"
+		set(http.StatusConflict, "invalid_request_error", "bootstrap_room", "room_in_use")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 499, "invalid_request_error", "cancelled"
+		set(499, "invalid_request_error", "", "cancelled")
 	}
-	return http.StatusInternalServerError, "internal_error", ""
+	return e
 }
 
-func writeErr(w http.ResponseWriter, err error) {
-	st, typ, code := errorStatus(err)
-	writeError(w, st, typ, code, err.Error())
-}
+func writeErr(w http.ResponseWriter, err error) { apiError(err).Write(w) }
 
 // readBody reads a POST body within MaxBodyBytes, writing the error itself.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -73,34 +77,73 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+				fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+			return nil, false
+		}
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "reading body: "+err.Error())
 		return nil, false
 	}
 	return b, true
 }
 
-// readChat reads a chat-completions body: the request and its bootstrap
-// fields (ok false: the error was written).
-func readChat(w http.ResponseWriter, r *http.Request) (req dsv4.ChatRequest, bs Bootstrap, hasBootstrap, ok bool) {
+// readJSONObject reads a POST body that must be a JSON object (or null) into
+// its top-level fields, writing the error itself (OpenAI's, as
+// examples/server words it: "malformed JSON: …", "request body must be a
+// JSON object, got …").
+func readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte, map[string]json.RawMessage, bool) {
 	body, ok := readBody(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	var raw map[string]json.RawMessage
+	if e := openaierr.Decode(body, &raw); e != nil {
+		e.Write(w)
+		return nil, nil, false
+	}
+	if raw == nil { // null: no fields, as examples/server reads it
+		raw = map[string]json.RawMessage{}
+	}
+	return body, raw, true
+}
+
+// readChat reads a chat-completions body: the request and its bootstrap
+// fields (ok false: the error was written). Errors are OpenAI's with the
+// field at fault as param, as examples/server answers them.
+func readChat(w http.ResponseWriter, r *http.Request) (req dsv4.ChatRequest, bs Bootstrap, hasBootstrap, ok bool) {
+	body, raw, ok := readJSONObject(w, r)
 	if !ok {
 		return req, bs, false, false
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "malformed JSON: "+err.Error())
+	if e := openaierr.Decode(body, &req); e != nil {
+		e.Write(w)
 		return req, bs, false, false
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid request: "+err.Error())
-		return req, bs, false, false
-	}
-	bs, hasBootstrap, err := bootstrapOf(raw)
-	if err != nil {
-		writeErr(w, err)
+	bs, hasBootstrap, e := bootstrapOf(body, raw)
+	if e != nil {
+		e.Write(w)
 		return req, bs, false, false
 	}
 	return req, bs, hasBootstrap, true
+}
+
+// checkServed runs examples/server's checks ahead of the engine's: a
+// "model" other than the served name or one of its aliases (an empty one is
+// the served one) is 404 model_not_found, a max_tokens or
+// max_completion_tokens outside [1, ctxLen] is 400 with that param.
+func checkServed(req *dsv4.ChatRequest, name string, aliases []string, ctxLen int) error {
+	if m := req.Model; m != "" && m != name && !slices.Contains(aliases, m) {
+		return openaierr.ModelNotFound(m, name)
+	}
+	if e := openaierr.MaxTokens("max_tokens", req.MaxTokens, ctxLen); e != nil {
+		return e
+	}
+	if e := openaierr.MaxTokens("max_completion_tokens", req.MaxCompletionTokens, ctxLen); e != nil {
+		return e
+	}
+	return nil
 }
 
 // Bootstrap is where a decode server finds a request's state: the prefill
@@ -132,36 +175,37 @@ func containsColon(s string) bool {
 	return false
 }
 
-// bootstrapOf extracts the bootstrap fields of a request body: top level
-// (concurrent mode) or kv_transfer_params (sequential mode). ok is false when
-// neither is present.
-func bootstrapOf(raw map[string]json.RawMessage) (Bootstrap, bool, error) {
-	src := raw
-	if p, has := raw["kv_transfer_params"]; has && string(p) != "null" {
-		src = nil
-		if err := json.Unmarshal(p, &src); err != nil {
-			return Bootstrap{}, false, fmt.Errorf("%w: kv_transfer_params: %v", dsv4.ErrInvalidParams, err)
-		}
+// bootstrapFields are the bootstrap fields as a request body carries them
+// (Room nil: absent or null).
+type bootstrapFields struct {
+	Host string  `json:"bootstrap_host"`
+	Port int     `json:"bootstrap_port"`
+	Room *uint64 `json:"bootstrap_room"`
+}
+
+// bootstrapOf extracts the bootstrap fields of a request body (raw: its
+// top-level fields): top level (concurrent mode) or kv_transfer_params
+// (sequential mode). ok is false when neither is present. A field of the
+// wrong type is a 400 naming it ("bootstrap_room",
+// "kv_transfer_params.bootstrap_port").
+func bootstrapOf(body []byte, raw map[string]json.RawMessage) (Bootstrap, bool, *openaierr.Error) {
+	var f struct {
+		Host string           `json:"bootstrap_host"`
+		Port int              `json:"bootstrap_port"`
+		Room *uint64          `json:"bootstrap_room"`
+		KV   *bootstrapFields `json:"kv_transfer_params"`
 	}
-	rr, has := src["bootstrap_room"]
-	if !has || string(rr) == "null" {
+	if e := openaierr.Decode(body, &f); e != nil {
+		return Bootstrap{}, false, e
+	}
+	src := &bootstrapFields{f.Host, f.Port, f.Room}
+	if p, has := raw["kv_transfer_params"]; has && string(p) != "null" {
+		src = f.KV
+	}
+	if src.Room == nil {
 		return Bootstrap{}, false, nil
 	}
-	var b Bootstrap
-	if err := json.Unmarshal(rr, &b.Room); err != nil {
-		return b, false, fmt.Errorf("%w: bootstrap_room: %v", dsv4.ErrInvalidParams, err)
-	}
-	if h, ok := src["bootstrap_host"]; ok {
-		if err := json.Unmarshal(h, &b.Host); err != nil {
-			return b, false, fmt.Errorf("%w: bootstrap_host: %v", dsv4.ErrInvalidParams, err)
-		}
-	}
-	if p, ok := src["bootstrap_port"]; ok {
-		if err := json.Unmarshal(p, &b.Port); err != nil {
-			return b, false, fmt.Errorf("%w: bootstrap_port: %v", dsv4.ErrInvalidParams, err)
-		}
-	}
-	return b, true, nil
+	return Bootstrap{Host: src.Host, Port: src.Port, Room: *src.Room}, true, nil
 }
 
 type chatChunkJSON struct {
@@ -216,10 +260,13 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 	for ch, err := range stream {
 		if err != nil {
 			if r.Context().Err() == nil {
-				_, typ, code := errorStatus(err)
-				e := openaiwire.Error{Message: err.Error(), Type: typ}
-				if code != "" {
-					e.Code = code
+				ae := apiError(err)
+				e := openaiwire.Error{Message: ae.Message, Type: ae.Type}
+				if ae.Param != "" {
+					e.Param = ae.Param
+				}
+				if ae.Code != "" {
+					e.Code = ae.Code
 				}
 				_ = write(map[string]openaiwire.Error{"error": e})
 				_, _ = io.WriteString(w, "data: [DONE]\n\n")
@@ -283,7 +330,6 @@ func serveModels(name string, created int64, maxLen int) http.HandlerFunc {
 	}
 }
 
-// notFound answers unknown paths with an OpenAI error object.
-func notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
-}
+// notFound answers unknown paths with an OpenAI error object (404
+// not_found_error, as examples/server and OpenAI answer).
+func notFound(w http.ResponseWriter, r *http.Request) { openaierr.NoRoute(r).Write(w) }

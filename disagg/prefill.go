@@ -25,10 +25,12 @@ type PrefillConfig struct {
 	// starts one with dsv4.NewEngine and default options.
 	Engine *dsv4.Engine
 	// Name is the served model name (default "dsv4"), reported in responses and
-	// /v1/models. A request's "model" field is not checked against it, as
-	// SGLang's PD servers do not (examples/server answers 404 model_not_found,
-	// as vLLM does).
+	// /v1/models. A request whose "model" is neither Name nor one of Aliases
+	// (nor empty) gets 404 model_not_found, as from examples/server (and
+	// vLLM); its room, in concurrent mode, fails at once.
 	Name string
+	// Aliases are other names accepted in "model" (e.g. the model path).
+	Aliases []string
 	// BootstrapHost is the host that sequential-mode transfer descriptors
 	// advertise (default "127.0.0.1"); the port is that of the listener given
 	// to ServeBootstrap.
@@ -250,12 +252,16 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 	// instead of waiting for its fetch timeout.
 	reject := func(err error) {
 		p.failures.WithLabelValues("request").Inc()
-		if st, _, _ := errorStatus(err); concurrent && st >= 400 && st < 500 {
+		if st := apiError(err).Status; concurrent && st >= 400 && st < 500 {
 			p.rooms.Reject(bs.Room, err)
 		} else if concurrent {
 			p.rooms.Fail(bs.Room, err)
 		}
 		writeErr(w, err)
+	}
+	if err := checkServed(&req, p.cfg.Name, p.cfg.Aliases, contextLength(p.cfg.Model, p.cfg.ContextLength)); err != nil {
+		reject(err)
+		return
 	}
 	prompt, err := p.eng.ChatPrompt(&req)
 	if err != nil {

@@ -115,7 +115,8 @@ func TestPDRejectsInvalidAtOnce(t *testing.T) {
 		ctx := context.Background()
 		for i, tc := range []struct{ body, code string }{
 			{longChat, "context_length_exceeded"},
-			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, "context_length_exceeded"},
+			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":30}`, "context_length_exceeded"},
+			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, ""}, // over the context alone: param max_tokens
 			{`{"messages":[{"role":"user","content":"hi"}],"temperature":-1}`, ""},
 		} {
 			t0 := time.Now()

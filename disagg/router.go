@@ -585,13 +585,8 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			r.URL.Path+" is not supported in PD mode: use /v1/chat/completions")
 		return
 	}
-	body, ok := readBody(w, r)
+	_, raw, ok := readJSONObject(w, r)
 	if !ok {
-		return
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "request body must be a JSON object")
 		return
 	}
 	rt.inflight.Inc()

@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string) error {
 	bootHost := fs.String("bootstrap-host", "", "prefill: the address decode servers use to reach this server's bootstrap service, advertised as bootstrap_host in sequential-mode kv_transfer_params (default --host; required when --host is a wildcard such as 0.0.0.0 or ::)")
 	port := fs.Int("port", 30000, "HTTP port (0: any free port)")
 	modelPath := fs.String("model-path", "", "model directory (default: the embedded dsv4-tiny)")
-	name := fs.String("served-model-name", "", "model name in the API (default: dsv4-tiny or the directory name)")
+	name := fs.String("served-model-name", "", "model name in the API: reported, and required in a request's \"model\" (when set; --model-path is accepted too), else 404 model_not_found, as examples/server (default: dsv4-tiny or the directory name)")
 	lease := fs.Duration("kv-lease", 30*time.Second, "prefill: how long a prefilled state waits for its decode server")
 	fetchTimeout := fs.Duration("kv-fetch-timeout", 60*time.Second, "decode: how long to wait for a room's state")
 	chunk := fs.Int("kv-chunk-bytes", 0, "prefill: KV frame payload in bytes (0: 1 MiB)")
@@ -171,7 +171,7 @@ func run(ctx context.Context, args []string) error {
 	announce := "listening http=" + lis.Addr().String()
 	switch *mode {
 	case "prefill":
-		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, BootstrapHost: *bootHost,
+		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, Aliases: []string{dir}, BootstrapHost: *bootHost,
 			Transport:     &disagg.GRPCTransport{ChunkBytes: *chunk, FrameDelay: *frameDelay},
 			MaxConcurrent: *maxPrefills, Lease: *lease, ContextLength: *ctxLen, Logger: log})
 		if err != nil {
@@ -193,7 +193,7 @@ func run(ctx context.Context, args []string) error {
 		}()
 		handler, closeFn = p.Handler(), p.Close
 	case "decode", "null":
-		d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: *name, FetchTimeout: *fetchTimeout,
+		d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: *name, Aliases: []string{dir}, FetchTimeout: *fetchTimeout,
 			ContextLength: *ctxLen, AllowedBootstrapHosts: allow, Logger: log})
 		if err != nil {
 			return err

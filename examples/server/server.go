@@ -9,10 +9,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
-	"math"
 	"net/http"
-	"reflect"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaierr"
 	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
@@ -82,7 +80,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/health", s.health)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found_error", "", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		openaierr.NoRoute(r).Write(w)
 	})
 	return mux
 }
@@ -92,16 +90,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Drain() { s.draining.Store(true) }
 
 func writeError(w http.ResponseWriter, status int, typ, param, code, msg string) {
-	e := openaiwire.Error{Message: msg, Type: typ}
-	if param != "" {
-		e.Param = param
-	}
-	if code != "" {
-		e.Code = code
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]openaiwire.Error{"error": e})
+	(&openaierr.Error{Status: status, Type: typ, Param: param, Code: code, Message: msg}).Write(w)
 }
 
 // writeEngineError maps engine errors to OpenAI errors and status codes.
@@ -176,40 +165,27 @@ func (s *Server) post(h func(http.ResponseWriter, *http.Request, []byte)) http.H
 }
 
 // decodeJSON decodes body into v with OpenAI-style errors (unknown fields
-// are ignored).
+// are ignored; openaierr.Decode).
 func decodeJSON(w http.ResponseWriter, body []byte, v any) bool {
-	err := json.Unmarshal(body, v)
-	if err == nil {
-		return true
+	if e := openaierr.Decode(body, v); e != nil {
+		e.Write(w)
+		return false
 	}
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		field, msg := typeErrorMessage(te)
-		writeError(w, http.StatusBadRequest, "invalid_request_error", field, "", msg)
-	case errors.As(err, &se):
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "malformed JSON: "+err.Error())
-	default:
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "invalid request: "+err.Error())
-	}
-	return false
+	return true
 }
 
 func (s *Server) checkModel(w http.ResponseWriter, model string) bool {
 	if model == "" || model == s.modelName || s.aliases[model] {
 		return true
 	}
-	writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
-		fmt.Sprintf("the model %q does not exist; this server serves %q", model, s.modelName))
+	openaierr.ModelNotFound(model, s.modelName).Write(w)
 	return false
 }
 
 func (s *Server) checkMaxTokens(w http.ResponseWriter, vals map[string]*int) bool {
 	for name, v := range vals {
-		if v != nil && (*v < 1 || *v > s.maxTokens) {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", name, "",
-				fmt.Sprintf("%s must be in [1, %d], got %d", name, s.maxTokens, *v))
+		if e := openaierr.MaxTokens(name, v, s.maxTokens); e != nil {
+			e.Write(w)
 			return false
 		}
 	}
@@ -482,92 +458,4 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// typeErrorMessage turns a JSON type error into the OpenAI field name (Go
-// embedded-struct names such as "RequestSampling." dropped) and a message
-// that names JSON types, not Go types: `invalid type for "max_tokens":
-// expected an integer, got number 1.5`.
-func typeErrorMessage(te *json.UnmarshalTypeError) (field, msg string) {
-	var parts []string
-	for _, p := range strings.Split(te.Field, ".") {
-		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
-			parts = append(parts, p)
-		}
-	}
-	field = strings.Join(parts, ".")
-	want := jsonTypeName(field, te.Type)
-	if num, ok := strings.CutPrefix(te.Value, "number "); ok && !strings.ContainsAny(num, ".eE") {
-		// An integer literal that does not fit the field.
-		if r, ok := intRange(te.Type); ok {
-			want = "an integer in " + r
-		}
-	}
-	if field == "" {
-		return "", fmt.Sprintf("request body must be a JSON object, got %s", te.Value)
-	}
-	return field, fmt.Sprintf("invalid type for %q: expected %s, got %s", field, want, te.Value)
-}
-
-// jsonTypeName describes Go type t as the JSON a client must send.
-func jsonTypeName(field string, t reflect.Type) string {
-	if t == nil {
-		return "a valid value"
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == reflect.TypeFor[dsv4.StringList]() {
-		return "a string or an array of strings"
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Slice, reflect.Array:
-		last := field[strings.LastIndex(field, ".")+1:]
-		switch last {
-		case "messages":
-			return "an array of messages"
-		case "tools":
-			return "an array of tools"
-		}
-		return "an array"
-	case reflect.Struct:
-		switch {
-		case t.Name() == "Message" || field == "messages":
-			return "a message object"
-		case t.Name() == "Tool":
-			return "a tool object"
-		}
-		return "an object"
-	case reflect.Map:
-		return "an object"
-	}
-	return "a valid value"
-}
-
-// intRange is the accepted range of an integer type, as text.
-func intRange(t reflect.Type) (string, bool) {
-	if t == nil {
-		return "", false
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		bits := t.Bits()
-		return fmt.Sprintf("[%d, %d]", int64(-1)<<(bits-1), int64(math.MaxInt64>>(64-bits))), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return fmt.Sprintf("[0, %d]", uint64(math.MaxUint64>>(64-t.Bits()))), true
-	}
-	return "", false
 }

@@ -1,4 +1,4 @@
-package main
+package openaierr
 
 import (
 	"encoding/json"
@@ -9,9 +9,9 @@ import (
 	"github.com/dsv4go/dsv4go/dsv4"
 )
 
-// TestTypeErrorMessage checks that JSON type errors name the OpenAI field
+// TestTypeError checks that JSON type errors name the OpenAI field
 // and JSON types, never Go type or embedded-struct names.
-func TestTypeErrorMessage(t *testing.T) {
+func TestTypeError(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	cases := []struct {
 		body, field, want string
@@ -40,7 +40,7 @@ func TestTypeErrorMessage(t *testing.T) {
 			t.Errorf("%s: %v is not a type error", c.body, err)
 			continue
 		}
-		field, msg := typeErrorMessage(te)
+		field, msg := TypeError(te)
 		if field != c.field || !strings.Contains(msg, c.want) {
 			t.Errorf("%s: got (%q, %q), want (%q, %q)", c.body, field, msg, c.field, c.want)
 		}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/dsv4go/dsv4go/disagg"
+	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/models"
+)
+
+// TestPDErrorParity: a bad request gets the same answer (status and the
+// whole OpenAI error object: message, type, param, code) from this server,
+// from a disagg decode server and from a disagg router in PD mode, all
+// serving the tiny model as "dsv4-tiny" at the same context length.
+func TestPDErrorParity(t *testing.T) {
+	dir, err := models.TinyDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dsv4.Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := dsv4.NewEngine(m, dsv4.EngineOptions{MaxContext: models.TinyContextLength})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Engine: eng, Name: "dsv4-tiny", ContextLength: models.TinyContextLength})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: "dsv4-tiny", ContextLength: models.TinyContextLength})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	boot := p.StartBootstrap(ctx, lis)
+	plain := httptest.NewServer(NewServer(eng, ServerConfig{ModelName: "dsv4-tiny"}).Handler())
+	ps := httptest.NewServer(p.Handler())
+	ds := httptest.NewServer(d.Handler())
+	rt, err := disagg.NewRouter(disagg.RouterConfig{PD: true, HealthInterval: -1, Decode: []string{ds.URL},
+		Prefill: []disagg.PrefillWorker{{URL: ps.URL, BootstrapPort: lis.Addr().(*net.TCPAddr).Port}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := httptest.NewServer(rt.Handler())
+	t.Cleanup(func() {
+		for _, s := range []*httptest.Server{rs, ps, ds, plain} {
+			s.Close()
+		}
+		rt.Close()
+		cancel()
+		<-boot
+		p.Close()
+		d.Close()
+		eng.Close(context.Background())
+		m.Close()
+	})
+
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+	chat := func(body string) [3]string { return [3]string{"POST", "/v1/chat/completions", body} }
+	cases := [][3]string{
+		chat(`{`), chat(`not json`), chat(``), chat(`{"messages":`), chat(`[]`), chat(`"str"`), chat(`null`),
+		chat(`{"messages":"hi"}`), chat(`{"messages":[]}`), chat(`{}`), chat(`{"messages":null}`),
+		chat(`{"messages":[{"role":"wizard","content":"x"}]}`), chat(`{"messages":[{"role":"user","content":5}]}`),
+		chat(`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`),
+		chat(`{"messages":[1,2]}`), chat(`{"model":"gpt-4",` + msgs + `}`), chat(`{"model":5,` + msgs + `}`),
+		chat(`{` + msgs + `,"max_tokens":-1}`), chat(`{` + msgs + `,"max_tokens":0}`), chat(`{` + msgs + `,"max_tokens":5000}`),
+		chat(`{` + msgs + `,"max_tokens":"5"}`), chat(`{` + msgs + `,"max_tokens":1.5}`), chat(`{` + msgs + `,"max_completion_tokens":-5}`),
+		chat(`{` + msgs + `,"temperature":-1}`), chat(`{` + msgs + `,"temperature":"hot"}`), chat(`{` + msgs + `,"top_p":1.5}`),
+		chat(`{` + msgs + `,"top_k":-5}`), chat(`{` + msgs + `,"n":0}`), chat(`{` + msgs + `,"n":1000}`), chat(`{` + msgs + `,"n":"2"}`),
+		chat(`{` + msgs + `,"n":"2","stream":true}`), chat(`{` + msgs + `,"stop":5}`), chat(`{` + msgs + `,"logit_bias":{"x":1}}`),
+		chat(`{` + msgs + `,"top_logprobs":5}`), chat(`{` + msgs + `,"stream":"yes"}`), chat(`{` + msgs + `,"seed":"x"}`),
+		chat(`{` + msgs + `,"tool_choice":"required"}`), chat(`{` + msgs + `,"tools":"x"}`),
+		chat(`{` + msgs + `,` + tools + `,"tool_choice":{"type":"function","function":{"name":"nope"}}}`),
+		chat(`{` + msgs + `,"response_format":{"type":"xml"}}`),
+		chat(`{"messages":[{"role":"tool","content":"r","tool_call_id":"missing"}]}`),
+		chat(`{"messages":[{"role":"user","content":"` + strings.Repeat("hello world ", 3000) + `"}]}`),
+		{"GET", "/nope", ""}, {"POST", "/v1/embeddings", "{}"}, {"GET", "/v1/chat/completions", ""}, {"POST", "/v1/models", ""},
+	}
+	answer := func(base string, c [3]string) string {
+		req, _ := http.NewRequest(c[0], base+c[1], strings.NewReader(c[2]))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Error json.RawMessage }
+		if json.Unmarshal(b, &e) != nil || e.Error == nil {
+			return resp.Status + " (not an OpenAI error object) " + string(b)
+		}
+		return resp.Status + " " + string(e.Error)
+	}
+	for _, c := range cases {
+		want := answer(plain.URL, c)
+		short := c[0] + " " + c[1] + " " + c[2]
+		if len(short) > 100 {
+			short = short[:100] + "…"
+		}
+		if strings.HasPrefix(want, "200") {
+			t.Errorf("%s: this server answers %s", short, want)
+		}
+		for _, tg := range []struct{ name, url string }{{"decode", ds.URL}, {"router", rs.URL}} {
+			if got := answer(tg.url, c); got != want {
+				t.Errorf("%s:\n%s:\t%s\nserver:\t%s", short, tg.name, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,184 @@
+// Package openaierr reports bad requests to the OpenAI-compatible servers as
+// OpenAI error objects ({"error": {message, type, param, code}}), so that the
+// plain server (examples/server) and the prefill/decode servers and router
+// (package disagg) answer a bad request with the same status, type, param,
+// code and message. Messages name JSON fields and JSON types, never Go
+// types or struct names.
+package openaierr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
+)
+
+// Error is an HTTP status and an OpenAI error object; an empty Param or
+// Code is sent as null. It implements error (the message).
+type Error struct {
+	Status  int    // HTTP status
+	Type    string // e.g. "invalid_request_error"
+	Param   string // the request field at fault, e.g. "messages[0].role"
+	Code    string // e.g. "model_not_found"
+	Message string
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Message }
+
+// Write sends e as a JSON {"error": {...}} answer with status e.Status.
+func (e *Error) Write(w http.ResponseWriter) {
+	o := openaiwire.Error{Message: e.Message, Type: e.Type}
+	if e.Param != "" {
+		o.Param = e.Param
+	}
+	if e.Code != "" {
+		o.Code = e.Code
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(map[string]openaiwire.Error{"error": o})
+}
+
+// Decode unmarshals the JSON request body into v (unknown fields are
+// ignored). A failure is a 400 invalid_request_error: invalid JSON is
+// "malformed JSON: …"; a value of the wrong type names the field in Param
+// and the message (`invalid type for "max_tokens": expected an integer, got
+// string`); a body that is not an object is "request body must be a JSON
+// object, got …".
+func Decode(body []byte, v any) *Error {
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	e := &Error{Status: http.StatusBadRequest, Type: "invalid_request_error"}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		e.Param, e.Message = TypeError(te)
+	case errors.As(err, &se):
+		e.Message = "malformed JSON: " + err.Error()
+	default:
+		e.Message = "invalid request: " + err.Error()
+	}
+	return e
+}
+
+// ModelNotFound is the 404 model_not_found answer (param "model") to a
+// request for a model other than served.
+func ModelNotFound(model, served string) *Error {
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+		Message: fmt.Sprintf("the model %q does not exist; this server serves %q", model, served)}
+}
+
+// MaxTokens is the 400 answer (param name) to a token limit field such as
+// "max_tokens" outside [1, limit]; nil when v is nil or inside.
+func MaxTokens(name string, v *int, limit int) *Error {
+	if v == nil || (*v >= 1 && *v <= limit) {
+		return nil
+	}
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: name,
+		Message: fmt.Sprintf("%s must be in [1, %d], got %d", name, limit, *v)}
+}
+
+// NoRoute is the 404 answer (type "not_found_error", code null, as
+// OpenAI's) to a path that no route serves.
+func NoRoute(r *http.Request) *Error {
+	return &Error{Status: http.StatusNotFound, Type: "not_found_error",
+		Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)}
+}
+
+// TypeError turns a JSON type error into the OpenAI field name (Go
+// embedded-struct names such as "RequestSampling." dropped; "" for the
+// body itself) and a message that names JSON types, not Go types:
+// `invalid type for "max_tokens": expected an integer, got number 1.5`.
+func TypeError(te *json.UnmarshalTypeError) (field, msg string) {
+	var parts []string
+	for _, p := range strings.Split(te.Field, ".") {
+		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+			parts = append(parts, p)
+		}
+	}
+	field = strings.Join(parts, ".")
+	want := jsonTypeName(field, te.Type)
+	if num, ok := strings.CutPrefix(te.Value, "number "); ok && !strings.ContainsAny(num, ".eE") {
+		// An integer literal that does not fit the field.
+		if r, ok := intRange(te.Type); ok {
+			want = "an integer in " + r
+		}
+	}
+	if field == "" {
+		return "", fmt.Sprintf("request body must be a JSON object, got %s", te.Value)
+	}
+	return field, fmt.Sprintf("invalid type for %q: expected %s, got %s", field, want, te.Value)
+}
+
+// jsonTypeName describes Go type t as the JSON a client must send.
+func jsonTypeName(field string, t reflect.Type) string {
+	if t == nil {
+		return "a valid value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[dsv4.StringList]() {
+		return "a string or an array of strings"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		last := field[strings.LastIndex(field, ".")+1:]
+		switch last {
+		case "messages":
+			return "an array of messages"
+		case "tools":
+			return "an array of tools"
+		}
+		return "an array"
+	case reflect.Struct:
+		switch {
+		case t.Name() == "Message" || field == "messages":
+			return "a message object"
+		case t.Name() == "Tool":
+			return "a tool object"
+		}
+		return "an object"
+	case reflect.Map:
+		return "an object"
+	}
+	return "a valid value"
+}
+
+// intRange is the accepted range of an integer type, as text.
+func intRange(t reflect.Type) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := t.Bits()
+		return fmt.Sprintf("[%d, %d]", int64(-1)<<(bits-1), int64(math.MaxInt64>>(64-bits))), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("[0, %d]", uint64(math.MaxUint64>>(64-t.Bits()))), true
+	}
+	return "", false
+}

@@ -385,6 +385,7 @@ func TestQGEMMConformance(t *testing.T) {
 		{MXFP4, 256, 512}, {MXFP4, 136, 2048},
 		{FP8Block, 256, 512}, {FP8Block, 300, 1024},
 		{NVFP4, 128, 8192}, {FP8Block, 200, 8192}, // K >= 8192: FP4 takes 8 warps per block at M = 17..64
+		{NVFP4, 4096, 2048}, // M = 100: 64 x 128 wgmma tiles, K unsplit (half a wave, 16 chunks)
 	}
 	ms := []int{1, 3, 8, 16, 17, 33, 64, 65, 100, 300}
 	for _, c := range cases {

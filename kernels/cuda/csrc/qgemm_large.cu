@@ -1223,7 +1223,13 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   if (auto_split && altmode != 0) {
     const int rb4 = (ntiles + 3) / 4;
     const long long alt = (long long)rb4 * tb;
-    if (alt <= 0x7fffffff && (altmode > 0 || (splits > 1 && kch <= 32 && 8 * alt >= 7LL * sms && alt <= sms))) {
+    // Also where K has at most 16 chunks and the 64 x 128 tiles fill about half a wave or more:
+    // expert w2 (4096 x 2048) at M = 96 / 128, NVFP4, 10.24 / 9.91 us with these tiles (ALT=1)
+    // against 13.97 / 13.87 split (H200, 2026-12-01 12:17 call; w1/w3, wq_b, wo_b and wkv at M =
+    // 96 / 128, with 32 chunks or more than a wave of these tiles, were slower with them).
+    const bool half = kch <= 16 && 25 * alt >= 12LL * sms;
+    if (alt <= 0x7fffffff &&
+        (altmode > 0 || (splits > 1 && kch <= 32 && (8 * alt >= 7LL * sms || half) && alt <= sms))) {
       const long long pb = (alt + sms - 1) / sms * kch; // chunks per block
       int r = 0;
       // XM 3 first (ALTXP=1 forces the pre-pass instead unless XN > 0); where the pre-pass

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/dsv4go/dsv4go/template"
 )
 
 // textTokenizer is what the chat layer needs from a tokenizer.
@@ -61,18 +63,13 @@ type chatCodec struct {
 // tokenizer.
 var ErrNoChat = fmt.Errorf("dsv4: engine has no tokenizer: chat and completions are unavailable")
 
-// thinkingMode reads chat_template_kwargs thinking / enable_thinking.
+// thinkingMode reads chat_template_kwargs thinking / enable_thinking with
+// Jinja's truthiness (template.Truthy): a Jinja chat template, and
+// apply_chat_template's kwargs, test them as `{% if thinking %}`.
 func (r *ChatRequest) thinkingMode() bool {
 	for _, k := range []string{"thinking", "enable_thinking"} {
-		switch v := r.ChatTemplateKwargs[k].(type) {
-		case bool:
-			if v {
-				return true
-			}
-		case string:
-			if b, _ := strconv.ParseBool(v); b {
-				return true
-			}
+		if template.Truthy(r.ChatTemplateKwargs[k]) {
+			return true
 		}
 	}
 	return false
@@ -96,20 +93,27 @@ func (r *ChatRequest) Sampling() (SamplingParams, error) {
 		return SamplingParams{}, paramErr("request", "nil request")
 	}
 	p := SamplingParams{
-		Temperature:       1,
-		MinP:              r.MinP,
-		Seed:              r.Seed,
-		PresencePenalty:   r.PresencePenalty,
-		FrequencyPenalty:  r.FrequencyPenalty,
-		RepetitionPenalty: r.RepetitionPenalty,
-		MinTokens:         r.MinTokens,
-		StopTokenIDs:      r.StopTokenIDs,
-		IgnoreEOS:         r.IgnoreEOS,
-		Stop:              r.Stop,
-		Logprobs:          r.Logprobs,
+		Temperature:      1,
+		MinP:             r.MinP,
+		Seed:             r.Seed,
+		PresencePenalty:  r.PresencePenalty,
+		FrequencyPenalty: r.FrequencyPenalty,
+		MinTokens:        r.MinTokens,
+		StopTokenIDs:     r.StopTokenIDs,
+		IgnoreEOS:        r.IgnoreEOS,
+		Stop:             r.Stop,
+		Logprobs:         r.Logprobs,
 	}
 	if r.Temperature != nil {
 		p.Temperature = *r.Temperature
+	}
+	if r.RepetitionPenalty != nil {
+		// vLLM (SamplingParams._verify_args) rejects <= 0; SamplingParams
+		// reads 0 as "unset", so an explicit 0 is refused here.
+		if rp := *r.RepetitionPenalty; !(rp > 0) {
+			return p, paramErr("repetition_penalty", "must be in (0, 10], got %v", rp)
+		}
+		p.RepetitionPenalty = *r.RepetitionPenalty
 	}
 	if r.TopP != nil {
 		p.TopP = *r.TopP
@@ -183,6 +187,9 @@ func (r *ChatRequest) validate() error {
 		}
 		if names[t.Function.Name] {
 			return paramErr(fmt.Sprintf("tools[%d].function.name", i), "duplicate tool name %q", t.Function.Name)
+		}
+		if err := checkToolParameters(t.Function.Parameters); err != nil {
+			return paramErr(fmt.Sprintf("tools[%d].function.parameters", i), "%s", err)
 		}
 		names[t.Function.Name] = true
 	}
@@ -736,6 +743,21 @@ func checkToolName(name string) error {
 		default:
 			return fmt.Errorf("must match ^[a-zA-Z0-9_-]{1,64}$, got %q", name)
 		}
+	}
+	return nil
+}
+
+// checkToolParameters accepts an absent or null parameters (no
+// arguments; vLLM's FunctionDefinition.parameters is Optional[dict]) or a
+// JSON object (a JSON Schema), as OpenAI's API requires; a string, number,
+// array or boolean is refused.
+func checkToolParameters(raw json.RawMessage) error {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	if t[0] != '{' {
+		return fmt.Errorf("must be a JSON object (a JSON Schema), got %s", jsonKind(t))
 	}
 	return nil
 }

@@ -23,7 +23,16 @@ type CompletionRequest struct {
 	// Logprobs (an integer here, 0..5 in OpenAI's API, up to 20 here)
 	// returns that many alternatives per token.
 	Logprobs *int `json:"logprobs,omitempty"`
-	// Echo prepends the prompt to the output text.
+	// BestOf is accepted only when it selects nothing: absent, 1, or equal
+	// to n (the n completions are then all the candidates). Other values
+	// are a 400 naming best_of: generating best_of candidates and keeping
+	// the n of highest cumulative logprob is not implemented (vLLM's V1
+	// engine refuses best_of > 1 likewise: "V1 does not support best_of").
+	BestOf *int `json:"best_of,omitempty"`
+	// Echo prepends the prompt to the output text. Logprobs then cover the
+	// generated tokens only (no prompt-token entries, which vLLM gives from
+	// prompt_logprobs); their text_offset values are positions in the
+	// returned text, the echoed prompt included.
 	Echo          bool           `json:"echo,omitempty"`
 	Suffix        *string        `json:"suffix,omitempty"`
 	Stream        bool           `json:"stream,omitempty"`
@@ -114,6 +123,9 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 		}
 		run.n = *req.N
 	}
+	if b := req.BestOf; b != nil && *b != 1 && *b != run.n {
+		return nil, paramErr("best_of", "only best_of = 1 or best_of = n (%d) is supported, got %d: candidate selection by cumulative logprob is not implemented", run.n, *b)
+	}
 	switch {
 	case len(req.Prompt.Texts) > 0:
 		for _, t := range req.Prompt.Texts {
@@ -167,7 +179,10 @@ type CompletionLogprobs struct {
 }
 
 // LegacyLogprobs converts chat-style logprob entries to the completions
-// form; offset is the text length before the first entry.
+// form; offset is the text length before the first entry (with echo, the
+// echoed prompt's length included), and each later entry's offset is the
+// previous one's plus its token's length, as vLLM's
+// _create_completion_logprobs computes text_offset.
 func LegacyLogprobs(entries []LogprobEntry, offset int) *CompletionLogprobs {
 	out := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
 	for _, e := range entries {

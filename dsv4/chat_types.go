@@ -19,8 +19,11 @@ import (
 // Validation (done by Chat and ChatStream, errors wrap ErrInvalidParams as
 // a *ParamError naming the OpenAI field): response_format must be an object
 // with a known type; tool function names must match OpenAI's
-// ^[a-zA-Z0-9_-]{1,64}$ and be unique; seed is an integer in the int64 range
-// (vLLM's bound).
+// ^[a-zA-Z0-9_-]{1,64}$ and be unique, and a tool's parameters, when
+// present and not null, must be a JSON object (OpenAI's API refuses
+// anything else; param tools[i].function.parameters); seed is an integer in
+// the int64 range (vLLM's bound); repetition_penalty, when present, must be
+// in (0, 10] (vLLM refuses <= 0).
 type ChatRequest struct {
 	Model    string    `json:"model,omitempty"`
 	Messages []Message `json:"messages"`
@@ -30,8 +33,12 @@ type ChatRequest struct {
 	ToolChoice        *ToolChoice `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool       `json:"parallel_tool_calls,omitempty"`
 
-	// ChatTemplateKwargs: "thinking" or "enable_thinking" (truthy) selects
-	// thinking mode; other keys pass to the template.
+	// ChatTemplateKwargs: "thinking" or "enable_thinking" selects thinking
+	// mode when either is truthy in Jinja's (Python's) sense, as for
+	// transformers' apply_chat_template, which hands the kwargs to the
+	// template: true, a non-empty string (even "false"), a non-zero number,
+	// a non-empty array or object; false, null, 0, "", [] and {} are false
+	// (template.Truthy). Other keys pass to the template.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
 	// ReasoningEffort: "max" or "high" (DeepSeek-V4); OpenAI's "low",
 	// "medium", "xhigh" map to high, max (DeepSeek's API convention).
@@ -51,6 +58,9 @@ type ChatRequest struct {
 // RequestSampling holds the sampling fields that chat and completions
 // requests share, with their OpenAI (and SGLang / vLLM extension) JSON
 // names. Absent fields take the OpenAI defaults (temperature 1, top_p 1).
+// RepetitionPenalty is a pointer so that an explicit 0 is told from an
+// absent field: vLLM's SamplingParams rejects repetition_penalty <= 0
+// ("repetition_penalty must be greater than zero"), and so does Sampling.
 type RequestSampling struct {
 	MaxTokens         *int               `json:"max_tokens,omitempty"`
 	MinTokens         int                `json:"min_tokens,omitempty"`
@@ -61,7 +71,7 @@ type RequestSampling struct {
 	Seed              *int64             `json:"seed,omitempty"`
 	PresencePenalty   float64            `json:"presence_penalty,omitempty"`
 	FrequencyPenalty  float64            `json:"frequency_penalty,omitempty"`
-	RepetitionPenalty float64            `json:"repetition_penalty,omitempty"`
+	RepetitionPenalty *float64           `json:"repetition_penalty,omitempty"`
 	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
 	Stop              StringList         `json:"stop,omitempty"`
 	StopTokenIDs      []int32            `json:"stop_token_ids,omitempty"`

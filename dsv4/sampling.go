@@ -46,7 +46,9 @@ type SamplingParams struct {
 
 	// PresencePenalty and FrequencyPenalty in [-2, 2] (OpenAI's range).
 	PresencePenalty, FrequencyPenalty float64
-	// RepetitionPenalty > 0; 1 (or 0, meaning unset) disables it.
+	// RepetitionPenalty > 0; 1 (or 0, meaning unset) disables it. On the
+	// wire (RequestSampling) an explicit repetition_penalty <= 0 is a 400,
+	// as in vLLM.
 	RepetitionPenalty float64
 	// LogitBias maps token ids to a bias in [-100, 100] added to their logit.
 	LogitBias map[int32]float64
@@ -59,7 +61,14 @@ type SamplingParams struct {
 	// tokens.
 	MinTokens int
 	// StopTokenIDs end the output when generated (in addition to the model's
-	// EOS unless IgnoreEOS). The stop token is not part of the text.
+	// EOS unless IgnoreEOS). The stop token is not part of the text, special
+	// or not, as in vLLM's V1 engine (vllm/v1/engine/detokenizer.py: a
+	// stop-terminated step's last token is not detokenized unless
+	// include_stop_str_in_output) and SGLang (trim_matched_stop drops a
+	// matched stop token unless no_stop_trim); its logprob is reported and
+	// it counts in completion_tokens. vLLM's SamplingParams docstring ("the
+	// returned output will contain the stop tokens unless the stop tokens
+	// are special tokens") describes the removed V0 engine.
 	StopTokenIDs []int32
 	// IgnoreEOS keeps generating past the model's EOS token.
 	IgnoreEOS bool

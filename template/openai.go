@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 )
 
@@ -40,8 +41,11 @@ const MaxRequestBytes = 64 << 20
 
 // ParseChatRequest reads an OpenAI chat-completions request body.
 //
-// Mapping (as vLLM and SGLang do for DeepSeek's encoders):
-// chat_template_kwargs.thinking, or .enable_thinking, selects thinking mode;
+// Mapping (as vLLM and SGLang do for DeepSeek's encoders): messages must
+// be a non-empty array (OpenAI's API refuses [], as dsv4.Engine does);
+// chat_template_kwargs.thinking, or when absent .enable_thinking, selects
+// thinking mode when truthy (Truthy: Jinja's and Python's test, as
+// apply_chat_template's kwargs are read by the template);
 // reasoning_effort (top level, else chat_template_kwargs.reasoning_effort)
 // is normalized: "max" and "xhigh" give "max", "high" stays, "medium",
 // "low", "minimal", "none" and "" give "" (DeepSeek's encoder renders
@@ -69,6 +73,9 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if err := json.Unmarshal(raw.Messages, &req.Messages); err != nil {
 		return nil, fmt.Errorf("%w: messages: %v", ErrInvalidRequest, err)
 	}
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("%w: messages must not be empty", ErrInvalidRequest)
+	}
 	if t := bytes.TrimSpace(raw.Tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		if err := json.Unmarshal(t, &req.Tools); err != nil {
 			return nil, fmt.Errorf("%w: tools: %v", ErrInvalidRequest, err)
@@ -87,11 +94,11 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	}
 	for _, k := range []string{"thinking", "enable_thinking"} {
 		if v, ok := raw.ChatTemplateKwargs[k]; ok {
-			var b bool
-			if err := json.Unmarshal(v, &b); err != nil {
-				return nil, fmt.Errorf("%w: chat_template_kwargs.%s must be a boolean", ErrInvalidRequest, k)
+			var x any
+			if err := json.Unmarshal(v, &x); err != nil {
+				return nil, fmt.Errorf("%w: chat_template_kwargs.%s: %v", ErrInvalidRequest, k, err)
 			}
-			req.Thinking = b
+			req.Thinking = Truthy(x)
 			break
 		}
 	}
@@ -108,6 +115,58 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 		return nil, err
 	}
 	return req, nil
+}
+
+// Truthy is Jinja's (and Python's bool()) truth value of a JSON value as
+// encoding/json decodes it into an any: false for null, false, 0, "", []
+// and {}; true for true, any other number, a non-empty string (so "false"
+// and "no" are true, as `{% if thinking %}` sees them), array or object.
+// Boolean chat_template_kwargs switches (thinking, enable_thinking) are
+// read with it, as transformers' apply_chat_template hands kwargs to the
+// template unchanged.
+func Truthy(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return t
+	case string:
+		return t != ""
+	case float64:
+		return t != 0
+	case json.Number:
+		f, err := t.Float64()
+		return err != nil || f != 0
+	case []any:
+		return len(t) > 0
+	case map[string]any:
+		return len(t) > 0
+	case json.RawMessage:
+		var x any
+		if json.Unmarshal(t, &x) != nil {
+			return len(bytes.TrimSpace(t)) > 0
+		}
+		return Truthy(x)
+	}
+	// Go values set by callers: numbers, slices, maps of other types.
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return r.Int() != 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return r.Uint() != 0
+	case reflect.Float32, reflect.Float64:
+		return r.Float() != 0
+	case reflect.String, reflect.Slice, reflect.Map, reflect.Array:
+		return r.Len() > 0
+	case reflect.Bool:
+		return r.Bool()
+	case reflect.Pointer, reflect.Interface:
+		if r.IsNil() {
+			return false
+		}
+		return Truthy(r.Elem().Interface())
+	}
+	return pyTruthy(v)
 }
 
 // NormalizeReasoningEffort maps an OpenAI reasoning_effort onto DeepSeek's

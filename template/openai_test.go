@@ -29,6 +29,15 @@ func TestParseChatRequestMapping(t *testing.T) {
 		{"effort xhigh", `{"messages": [{"role": "user", "content": "q"}], "reasoning_effort": "xhigh"}`, false, "max", "user"},
 		{"effort medium", `{"messages": [{"role": "user", "content": "q"}], "reasoning_effort": "medium"}`, false, "", "user"},
 		{"effort kwarg", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"reasoning_effort": "high"}}`, false, "high", "user"},
+		// Jinja truthiness of the switch (Truthy), as apply_chat_template.
+		{"thinking yes", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"thinking": "yes"}}`, true, "", "user"},
+		{"thinking string false", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"thinking": "false"}}`, true, "", "user"},
+		{"thinking 1", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"thinking": 1}}`, true, "", "user"},
+		{"thinking 0", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"thinking": 0}}`, false, "", "user"},
+		{"thinking empty string", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"thinking": ""}}`, false, "", "user"},
+		{"thinking null", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"thinking": null}}`, false, "", "user"},
+		{"thinking wins over enable_thinking", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"thinking": [], "enable_thinking": true}}`, false, "", "user"},
+		{"enable_thinking object", `{"messages": [{"role": "user", "content": "q"}], "chat_template_kwargs": {"enable_thinking": {"a": 1}}}`, true, "", "user"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,9 +69,10 @@ func TestParseChatRequestErrors(t *testing.T) {
 		`{}`,
 		`{"messages": "hi"}`,
 		`{"messages": [{"role": "user", "content": 5}]}`,
-		`{"messages": [], "tools": [{"type": "function"}]}`,
-		`{"messages": [], "reasoning_effort": "ludicrous"}`,
-		`{"messages": [], "chat_template_kwargs": {"thinking": "yes"}}`,
+		`{"messages": []}`,
+		`{"messages": [], "chat_template_kwargs": {"thinking": true}}`,
+		`{"messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function"}]}`,
+		`{"messages": [{"role": "user", "content": "q"}], "reasoning_effort": "ludicrous"}`,
 	} {
 		if _, err := ParseChatRequest([]byte(body)); err == nil || !errors.Is(err, ErrInvalidRequest) && !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("%s: got %v", body, err)
@@ -181,5 +191,48 @@ func TestJinjaConcurrent(t *testing.T) {
 		if got := <-done; got != want {
 			t.Errorf("concurrent render: %q", got)
 		}
+	}
+}
+
+// TestTruthy checks Jinja's (Python's) truth value of decoded JSON values
+// and of the Go values a caller may put in chat_template_kwargs.
+func TestTruthy(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+		want bool
+	}{
+		{"nil", nil, false},
+		{"true", true, true},
+		{"false", false, false},
+		{"string", "yes", true},
+		{"string false", "false", true},
+		{"string 0", "0", true},
+		{"empty string", "", false},
+		{"float", 0.5, true},
+		{"float 0", 0.0, false},
+		{"json.Number", json.Number("2"), true},
+		{"json.Number 0", json.Number("0.0"), false},
+		{"array", []any{false}, true},
+		{"empty array", []any{}, false},
+		{"object", map[string]any{"k": nil}, true},
+		{"empty object", map[string]any{}, false},
+		{"raw true", json.RawMessage(`true`), true},
+		{"raw empty array", json.RawMessage(` [] `), false},
+		{"raw string", json.RawMessage(`"no"`), true},
+		{"go int", 3, true},
+		{"go int 0", 0, false},
+		{"go uint8 0", uint8(0), false},
+		{"go slice", []string{"a"}, true},
+		{"go empty map", map[string]int{}, false},
+		{"nil pointer", (*bool)(nil), false},
+		{"pointer to false", new(bool), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Truthy(tc.v); got != tc.want {
+				t.Errorf("Truthy(%#v) = %v, want %v", tc.v, got, tc.want)
+			}
+		})
 	}
 }

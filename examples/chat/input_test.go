@@ -93,3 +93,29 @@ func TestNoTokenizerHint(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// An empty or blank prompt argument is a usage error (exit status 2),
+// reported before any model is loaded; no argument is the interactive mode.
+func TestEmptyPrompt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"empty", []string{""}},
+		{"blank", []string{"  \t"}},
+		{"two empty", []string{"", ""}},
+		{"after flags", []string{"-think", "-model", "/nonexistent", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(tc.args, strings.NewReader(""), &out, &errb)
+			var ue usageError
+			if !errors.Is(err, errEmptyPrompt) || !errors.As(err, &ue) {
+				t.Fatalf("got %v, want the empty-prompt usage error", err)
+			}
+			if out.Len() != 0 {
+				t.Errorf("stdout %q", out.String())
+			}
+		})
+	}
+}

@@ -5,7 +5,9 @@
 //
 // With a prompt argument it prints the model's answer (content only) on
 // stdout and exits; without one it reads user turns from stdin, keeps the
-// conversation, and streams each reply. In thinking mode (-think) the
+// conversation, and streams each reply. An empty (or all-blank) prompt
+// argument is a usage error (exit status 2), as a blank line is no turn in
+// the interactive mode. In thinking mode (-think) the
 // reasoning is streamed to stderr. Decoding is greedy unless -temperature
 // is set. The model defaults to the tiny model embedded in the module
 // (package models, dsv4-tiny); -model names another checkpoint directory.
@@ -32,9 +34,21 @@ func main() {
 			return
 		}
 		fmt.Fprintln(os.Stderr, "chat:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2) // as the flag package's own usage errors
+		}
 		os.Exit(1)
 	}
 }
+
+// usageError is an error in the command line itself (exit status 2).
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+// errEmptyPrompt: a prompt argument that is empty or only blanks.
+const errEmptyPrompt = usageError("the prompt argument is empty: give a prompt, or no argument for the interactive mode")
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("chat", flag.ContinueOnError)
@@ -55,6 +69,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	prompt := strings.Join(flags.Args(), " ")
+	if flags.NArg() > 0 && strings.TrimSpace(prompt) == "" {
+		return errEmptyPrompt // before loading the model
 	}
 	if *modelDir == "" { // the embedded tiny model (package models)
 		dir, err := models.TinyDir()
@@ -129,7 +147,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 
 	if flags.NArg() > 0 {
-		_, err := ask(strings.Join(flags.Args(), " "), stdout)
+		_, err := ask(prompt, stdout)
 		return err
 	}
 	fmt.Fprintf(stderr, "chatting with %s (Ctrl-D to quit)\n", *modelDir)

@@ -114,6 +114,9 @@ func run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if *ctxLen < 0 { // as examples/server: refused, not read as "the model's"
+		return fmt.Errorf("--context-length must be >= 0 (0: the model's), got %d", *ctxLen)
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if err := checkRoleFlags(*mode, *host, *bootHost, set); err != nil {

@@ -183,8 +183,9 @@ func TestDecodeBootstrapDefault(t *testing.T) {
 }
 
 // TestRoleFlags: flags that do not apply to the --disaggregation-mode, and a
-// prefill server on a wildcard --host without --bootstrap-host, are refused
-// at start-up (before the model is loaded) with a message naming the flag.
+// prefill server on a wildcard --host without --bootstrap-host, and a
+// negative --context-length, are refused at start-up (before the model is
+// loaded) with a message naming the flag.
 func TestRoleFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -201,6 +202,8 @@ func TestRoleFlags(t *testing.T) {
 		{[]string{"--disaggregation-mode", "decode", "--bootstrap-host", "10.0.0.1"}, "only applies to prefill servers"},
 		{[]string{"--disaggregation-mode", "both"}, "--disaggregation-mode must be"},
 		{[]string{"--port", "0", "extra"}, "unexpected arguments"},
+		{[]string{"--port", "0", "--context-length", "-5"}, "--context-length must be >= 0"},
+		{[]string{"--disaggregation-mode", "decode", "--context-length", "-1"}, "--context-length must be >= 0"},
 	} {
 		err := run(context.Background(), tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

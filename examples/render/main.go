@@ -5,7 +5,9 @@
 //
 //	go run ./examples/render -model DIR [-thinking] [-reasoning-effort max] [-ids] < request.json
 //
-// The request body (JSON) is read from stdin. The model directory's
+// The request body (JSON) is read from stdin; it is refused, as
+// examples/server refuses it with a 400, when its messages are absent, null
+// or empty (template.ParseChatRequest). The model directory's
 // config.json picks the encoder: model_type deepseek_v4 uses the native
 // DeepSeek-V4 encoder (deepseek_v32 the V3.2 one); any other model uses the
 // chat_template of its tokenizer_config.json through Jinja. The prompt text

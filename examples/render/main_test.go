@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dsv4go/dsv4go/template"
 )
 
 // v4Dir makes a model directory with a deepseek_v4 config and the real V4
@@ -64,5 +67,31 @@ func TestRun(t *testing.T) {
 		if err := run([]string{"-model", dir}, strings.NewReader(bad), &out); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+// TestRejectsAsServer: bodies that examples/server answers with a 400
+// (messages absent, null or empty) are errors here too, not a prompt of
+// BOS alone.
+func TestRejectsAsServer(t *testing.T) {
+	dir := v4Dir(t)
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"empty messages", `{"messages":[]}`, "messages must not be empty"},
+		{"empty messages thinking", `{"messages":[],"chat_template_kwargs":{"thinking":true}}`, "messages must not be empty"},
+		{"null messages", `{"messages":null}`, "messages is required"},
+		{"no messages", `{}`, "messages is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run([]string{"-model", dir}, strings.NewReader(tc.body), &out)
+			if !errors.Is(err, template.ErrInvalidRequest) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			if out.Len() != 0 {
+				t.Errorf("printed %q", out.String())
+			}
+		})
 	}
 }

@@ -102,6 +102,17 @@ func run() error {
 		idleTimeout    = flag.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
 	)
 	flag.Parse()
+	if err := checkFlagValues([]flagValue{
+		{"context-length", int64(*contextLen), 0, "0: the model's"},
+		{"default-max-tokens", int64(*defaultMaxTok), 0, "0: the rest of the context"},
+		{"max-state-bytes", *stateMem, 0, "0: unlimited"},
+		{"max-running-requests", int64(*maxRunning), 1, ""},
+		{"chunked-prefill-size", int64(*chunkedPrefill), 1, ""},
+		{"max-queued-requests", int64(*maxQueued), 1, ""},
+		{"max-body-bytes", *maxBody, 1, ""},
+	}); err != nil {
+		return err
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		return err
@@ -207,6 +218,31 @@ func run() error {
 	}
 	log.Info("draining", "timeout", *drainTimeout)
 	return shutdown(srv, hs, eng, *drainTimeout)
+}
+
+// flagValue is a numeric flag's value and the least value it means
+// something at (zero carries a documented meaning when min is 0).
+type flagValue struct {
+	name     string
+	v, min   int64
+	zeroNote string // what 0 means, for the message ("" when 0 is refused)
+}
+
+// checkFlagValues refuses a flag below its least meaningful value, so that
+// --context-length -5 stops the server at startup with a message instead
+// of being read as the model's context (the engine takes every value <= 0
+// as "unset").
+func checkFlagValues(vals []flagValue) error {
+	for _, f := range vals {
+		if f.v >= f.min {
+			continue
+		}
+		if f.zeroNote != "" {
+			return fmt.Errorf("--%s must be >= %d (%s), got %d", f.name, f.min, f.zeroNote, f.v)
+		}
+		return fmt.Errorf("--%s must be >= %d, got %d", f.name, f.min, f.v)
+	}
+	return nil
 }
 
 // specialTokens names the tokenizer's BOS and EOS for Jinja templates.

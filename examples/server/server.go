@@ -359,12 +359,20 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	id, created := openaiwire.NewID("cmpl-"), time.Now().Unix()
 	obs := s.m.observer(t0)
+	// offsets[i] is where choice i's next token starts in its returned
+	// text: after the echoed prompt (a text chunk with no logprobs, which
+	// CompleteStream sends first) and the tokens before it, each counted
+	// by its token's length, as vLLM's text_offset.
 	offsets := map[int]int{}
 	logprobs := func(ch *dsv4.ChatChunk) *dsv4.CompletionLogprobs {
 		if ch.Logprobs == nil {
+			offsets[ch.Index] += len(ch.Delta.Content)
 			return nil
 		}
 		lp := dsv4.LegacyLogprobs(ch.Logprobs.Content, offsets[ch.Index])
+		if n := len(lp.Tokens); n > 0 {
+			offsets[ch.Index] = lp.TextOffset[n-1] + len(lp.Tokens[n-1])
+		}
 		return lp
 	}
 	if !req.Stream {
@@ -397,7 +405,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 					c.Logprobs.TopLogprobs = append(c.Logprobs.TopLogprobs, lp.TopLogprobs...)
 					c.Logprobs.TextOffset = append(c.Logprobs.TextOffset, lp.TextOffset...)
 				}
-				offsets[ch.Index] = lp.TextOffset[len(lp.TextOffset)-1] + len(lp.Tokens[len(lp.Tokens)-1])
 			}
 			c.Text += ch.Delta.Content
 			if ch.FinishReason != "" {
@@ -427,7 +434,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		c := completionChoiceJSON{Index: ch.Index, Text: ch.Delta.Content, MatchedStop: ch.MatchedStop}
 		if lp := logprobs(ch); lp != nil {
 			c.Logprobs = lp
-			offsets[ch.Index] = lp.TextOffset[len(lp.TextOffset)-1] + len(lp.Tokens[len(lp.Tokens)-1])
 		}
 		if ch.FinishReason != "" {
 			c.FinishReason = &ch.FinishReason

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/tokenizer"
+)
+
+// post sends body to path and returns the status and the response body.
+func post(t *testing.T, url, path, body string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(url+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// choiceOut is one choice as a client assembles it, from a response or
+// from the stream's chunks.
+type choiceOut struct {
+	Text, Reasoning string
+	Finish          string
+	Matched         any
+	Tokens          []string
+	TextOffset      []int
+}
+
+// wireChoice decodes a chat or completions choice, whole or streamed.
+type wireChoice struct {
+	Index   int    `json:"index"`
+	Text    string `json:"text"`
+	Message *struct {
+		Content          *string `json:"content"`
+		ReasoningContent *string `json:"reasoning_content"`
+	} `json:"message"`
+	Delta *struct {
+		Content          string `json:"content"`
+		ReasoningContent string `json:"reasoning_content"`
+	} `json:"delta"`
+	Logprobs *struct {
+		Tokens     []string `json:"tokens"`
+		TextOffset []int    `json:"text_offset"`
+		Content    []struct {
+			Token string `json:"token"`
+		} `json:"content"`
+	} `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+	MatchedStop  any     `json:"matched_stop"`
+}
+
+func (c *choiceOut) add(w wireChoice) {
+	c.Text += w.Text
+	if w.Message != nil {
+		if w.Message.Content != nil {
+			c.Text += *w.Message.Content
+		}
+		if w.Message.ReasoningContent != nil {
+			c.Reasoning += *w.Message.ReasoningContent
+		}
+	}
+	if w.Delta != nil {
+		c.Text += w.Delta.Content
+		c.Reasoning += w.Delta.ReasoningContent
+	}
+	if w.Logprobs != nil {
+		c.Tokens = append(c.Tokens, w.Logprobs.Tokens...)
+		c.TextOffset = append(c.TextOffset, w.Logprobs.TextOffset...)
+		for _, e := range w.Logprobs.Content {
+			c.Tokens = append(c.Tokens, e.Token)
+		}
+	}
+	if w.FinishReason != nil {
+		c.Finish = *w.FinishReason
+		c.Matched = w.MatchedStop
+	}
+}
+
+// generate posts a chat or completions request (stream decides the form)
+// and returns its choices.
+func generate(t *testing.T, url, path, body string, stream bool) []choiceOut {
+	t.Helper()
+	if stream {
+		body = strings.TrimSuffix(body, "}") + `,"stream":true}`
+	}
+	status, b := post(t, url, path, body)
+	if status != http.StatusOK {
+		t.Fatalf("%s %s: status %d: %s", path, body, status, b)
+	}
+	var out []choiceOut
+	addAll := func(cs []wireChoice) {
+		for _, w := range cs {
+			for len(out) <= w.Index {
+				out = append(out, choiceOut{})
+			}
+			out[w.Index].add(w)
+		}
+	}
+	if !stream {
+		var r struct{ Choices []wireChoice }
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		addAll(r.Choices)
+		return out
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		var ch struct{ Choices []wireChoice }
+		if err := json.Unmarshal([]byte(line), &ch); err != nil {
+			t.Fatalf("bad chunk %q: %v", line, err)
+		}
+		addAll(ch.Choices)
+	}
+	return out
+}
+
+// TestParamErrors: the request values that vLLM / OpenAI refuse and that
+// were once accepted get a 400 invalid_request_error naming the field.
+func TestParamErrors(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		name, path, body, param string
+	}{
+		{"repetition_penalty 0", "/v1/chat/completions", `{` + msgs + `,"repetition_penalty":0}`, "repetition_penalty"},
+		{"repetition_penalty negative", "/v1/chat/completions", `{` + msgs + `,"repetition_penalty":-0.5}`, "repetition_penalty"},
+		{"completions repetition_penalty 0", "/v1/completions", `{"prompt":"x","repetition_penalty":0}`, "repetition_penalty"},
+		{"parameters string", "/v1/chat/completions", `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0].function.parameters"},
+		{"parameters array", "/v1/chat/completions", `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":{}}},{"type":"function","function":{"name":"g","parameters":[]}}]}`, "tools[1].function.parameters"},
+		{"best_of 3", "/v1/completions", `{"prompt":"x","best_of":3}`, "best_of"},
+		{"best_of above n", "/v1/completions", `{"prompt":"x","n":2,"best_of":3}`, "best_of"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, b := post(t, ts.URL, tc.path, tc.body)
+			var e struct {
+				Error struct {
+					Type, Param, Message string
+				}
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			if status != http.StatusBadRequest || e.Error.Type != "invalid_request_error" || e.Error.Param != tc.param {
+				t.Errorf("status %d %s, want 400 with param %q", status, b, tc.param)
+			}
+		})
+	}
+	// The values next to them are accepted.
+	for _, tc := range []struct{ name, path, body string }{
+		{"repetition_penalty 1.2", "/v1/chat/completions", `{` + msgs + `,"repetition_penalty":1.2,"max_tokens":2}`},
+		{"parameters null", "/v1/chat/completions", `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":null}}],"max_tokens":2}`},
+		{"best_of n", "/v1/completions", `{"prompt":"x","n":2,"best_of":2,"max_tokens":2}`},
+		{"best_of 1", "/v1/completions", `{"prompt":"x","best_of":1,"max_tokens":2}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if status, b := post(t, ts.URL, tc.path, tc.body); status != http.StatusOK {
+				t.Errorf("status %d %s", status, b)
+			}
+		})
+	}
+}
+
+// TestThinkingKwargTruthy: chat_template_kwargs.thinking is read with
+// Jinja's truthiness ("yes" selects thinking mode, "" does not).
+func TestThinkingKwargTruthy(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	for _, tc := range []struct {
+		name, value string
+		thinking    bool
+	}{
+		{"yes", `"yes"`, true},
+		{"1", `1`, true},
+		{"empty", `""`, false},
+		{"0", `0`, false},
+		{"false", `false`, false},
+	} {
+		for _, stream := range []bool{false, true} {
+			body := `{"messages":[{"role":"user","content":"hi"}],"temperature":0,"chat_template_kwargs":{"thinking":` + tc.value + `}}`
+			c := generate(t, ts.URL, "/v1/chat/completions", body, stream)[0]
+			if (c.Reasoning == "Thinking about it.") != tc.thinking || c.Text != "You said: hi" {
+				t.Errorf("%s stream=%v: reasoning %q content %q, want thinking %v", tc.name, stream, c.Reasoning, c.Text, tc.thinking)
+			}
+		}
+	}
+}
+
+// TestStopTokenIDsStreamAgree: a non-special stop token id ends the output
+// without being part of its text (vLLM V1 and SGLang), with finish_reason
+// "stop" and matched_stop the id, alike in the response and the stream, for
+// chat and completions.
+func TestStopTokenIDsStreamAgree(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	tok := ts.b.tok
+	ans := tok.Encode("You said: hello", tokenizer.EncodeOptions{})
+	if len(ans) < 3 {
+		t.Fatalf("answer tokens %v", ans)
+	}
+	stop := ans[1] // " said"
+	if tok.IsSpecial(stop) {
+		t.Fatalf("token %d is special", stop)
+	}
+	before, _ := tok.Decode(ans[:1], tokenizer.DecodeOptions{})
+	prompt := `<｜User｜>hello<｜Assistant｜></think>`
+	for _, tc := range []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hello"}],"temperature":0,"logprobs":true,"stop_token_ids":[` + itoa(int(stop)) + `]}`},
+		{"completions", "/v1/completions", `{"prompt":"` + prompt + `","temperature":0,"logprobs":0,"stop_token_ids":[` + itoa(int(stop)) + `]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]choiceOut
+			for i, stream := range []bool{false, true} {
+				got[i] = generate(t, ts.URL, tc.path, tc.body, stream)[0]
+				c := got[i]
+				if c.Text != before || c.Finish != "stop" || c.Matched != float64(stop) || len(c.Tokens) != 2 {
+					t.Errorf("stream=%v: text %q finish %q matched %v tokens %q; want %q stop %d and 2 tokens", stream, c.Text, c.Finish, c.Matched, c.Tokens, before, stop)
+				}
+			}
+			if got[0].Text != got[1].Text || got[0].Finish != got[1].Finish || got[0].Matched != got[1].Matched {
+				t.Errorf("response %+v and stream %+v differ", got[0], got[1])
+			}
+		})
+	}
+}
+
+// TestEchoTextOffset: with echo, a completion's logprobs text_offset values
+// are positions in the returned text, the echoed prompt included (vLLM's
+// text_offset); each offset is where that token's text starts, and the
+// stop token's (reported, not in the text) is the text's end.
+func TestEchoTextOffset(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	prompt := "<｜User｜>Hello<｜Assistant｜></think>"
+	ids := ts.b.tok.Encode(prompt, tokenizer.EncodeOptions{})
+	idsJSON, _ := json.Marshal(ids)
+	for _, tc := range []struct {
+		name, prompt string
+		echo         bool
+		n            int
+		start        int // the first token's offset
+	}{
+		{"text echo", `"` + prompt + `"`, true, 1, len(prompt)},
+		{"ids echo", string(idsJSON), true, 1, len(prompt)},
+		{"no echo", `"` + prompt + `"`, false, 1, 0},
+		{"echo n=2", `"` + prompt + `"`, true, 2, len(prompt)},
+	} {
+		for _, stream := range []bool{false, true} {
+			body := `{"prompt":` + tc.prompt + `,"temperature":0,"logprobs":1,"max_tokens":6,"n":` + itoa(tc.n)
+			if tc.echo {
+				body += `,"echo":true`
+			}
+			body += `}`
+			choices := generate(t, ts.URL, "/v1/completions", body, stream)
+			if len(choices) != tc.n {
+				t.Fatalf("%s: %d choices", tc.name, len(choices))
+			}
+			for i, c := range choices {
+				if len(c.TextOffset) == 0 || len(c.TextOffset) != len(c.Tokens) {
+					t.Fatalf("%s stream=%v choice %d: offsets %v tokens %q", tc.name, stream, i, c.TextOffset, c.Tokens)
+				}
+				if c.TextOffset[0] != tc.start {
+					t.Errorf("%s stream=%v choice %d: first offset %d, want %d", tc.name, stream, i, c.TextOffset[0], tc.start)
+				}
+				if tc.echo && !strings.HasPrefix(c.Text, prompt) {
+					t.Errorf("%s: text %q does not start with the prompt", tc.name, c.Text)
+				}
+				for k, off := range c.TextOffset {
+					if k == len(c.TextOffset)-1 && c.Finish == "stop" {
+						// the stop token (EOS): reported, not in the text
+						if off != len(c.Text) {
+							t.Errorf("%s stream=%v choice %d: stop token at %d, want the text's end %d", tc.name, stream, i, off, len(c.Text))
+						}
+						continue
+					}
+					if off > len(c.Text) || !strings.HasPrefix(c.Text[off:], c.Tokens[k]) {
+						t.Errorf("%s stream=%v choice %d: token %d %q not at offset %d of %q", tc.name, stream, i, k, c.Tokens[k], off, c.Text)
+					}
+				}
+			}
+		}
+	}
+}

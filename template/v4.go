@@ -605,23 +605,16 @@ func writeParameters(b *strings.Builder, v *v4msg, call int, args string, lenien
 	return nil
 }
 
-// pyTruthy is Python's bool() of a decoded JSON value.
+// pyTruthy is Python's bool() of a decoded JSON value: this package's
+// number and object types here, the rest as Truthy.
 func pyTruthy(v any) bool {
 	switch t := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return t
-	case string:
-		return t != ""
 	case pyInt:
 		return t.text != "0"
 	case pyFloat:
 		return t != 0
-	case []any:
-		return len(t) > 0
 	case *jsonObject:
 		return len(t.Keys) > 0
 	}
-	return true
+	return Truthy(v)
 }

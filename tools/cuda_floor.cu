@@ -6,14 +6,16 @@
 // completed (griddepcontrol.wait under programmatic dependent launch, stream order without it),
 // and the launch after it starts its own only after this grid has written y and completed.
 // This tool times, the way cudabench times the GEMVs (a CUDA graph of R = 200 back-to-back
-// launches with the PDL attribute, median of 5 replays / R), kernels that do only that part:
-//   empty: griddepcontrol.wait and nothing else (the chain's own cost per launch);
+// launches with the PDL attribute, median of 5 replays / R), kernels that do only that part,
+// each on grids of 33, 66, 132, 264 and 528 blocks of 256 threads (the best is reported):
+//   empty: griddepcontrol.wait and nothing else (the chain's own cost per launch): a launch of
+//          these sizes that waits for its predecessor takes no less, whatever else it does;
 //   x+y:   griddepcontrol.wait, then read x (M x K bf16; each block one K-slice of at most
-//          16 KB, all of x over the grid) and write y (M x N float32, each block its share).
-// No weight is read and nothing is multiplied, so a real GEMV launch of that shape cannot be
-// faster than "x+y" (best of 1, 2 and 4 blocks of 256 threads per SM). What is left of the
-// budget for 75 % of copy bandwidth must then hold every x-dependent multiply: the last column
-// gives the least time those take at the H200's dense bf16 tensor-core peak (989.4 TFLOP/s, the
+//          16 KB, all of x over the grid, every load issued before any store) and write y (M x
+//          N float32, each block its share): the simplest way to do what every GEMV launch must
+//          do after its wait, a reference rather than a strict bound.
+// No weight is read and nothing is multiplied. The last column gives the least time the
+// x-dependent multiplies take at the H200's dense bf16 tensor-core peak (989.4 TFLOP/s, the
 // data-sheet figure; torch reached 767-801 in our runs), with the token dimension padded to the
 // MMA's smallest N of 8 (2 * N * K * 8 * ceil(M / 8) flops).
 //
@@ -46,7 +48,18 @@ __global__ void __launch_bounds__(kThreads) floor_kernel(const uint4 *__restrict
   if (!XY) return;
   __shared__ uint4 xs[kXSliceBytes / 16];
   const int slice = blockIdx.x % nslices;
-  for (int i = threadIdx.x; i < xslice16; i += kThreads) xs[i] = x[(size_t)slice * xslice16 + i];
+  constexpr int kPer = kXSliceBytes / 16 / kThreads; // 16-byte loads per thread, at most
+  uint4 v[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; j++) { // every load issued before any store: one L2 round trip
+    const int i = threadIdx.x + j * kThreads;
+    if (i < xslice16) v[j] = x[(size_t)slice * xslice16 + i];
+  }
+#pragma unroll
+  for (int j = 0; j < kPer; j++) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i < xslice16) xs[i] = v[j];
+  }
   __syncthreads();
   const float s = __uint_as_float(reinterpret_cast<const uint32_t *>(xs)[threadIdx.x % (xslice16 * 4)] & 0x3fffffffu);
   const int per = (ylen + gridDim.x - 1) / gridDim.x;
@@ -77,7 +90,7 @@ int main() {
   CK(cudaMemset(x, 0x3c, xbytes));
   printf("device %s, %d SMs; copy 1 GiB: %.0f GB/s (read + write)\n", prop.name, sms, bw);
   printf("a dependent decode GEMV launch with its weights free (PDL chain of 200, median of 5): us per launch\n");
-  printf("| shape | M | NVFP4 bytes | time at 75 %% of copy | empty | x+y (1 / 2 / 4 blocks per SM) | x+y, %% of the 75 %% time | "
+  printf("| shape | M | NVFP4 bytes | time at 75 %% of copy | empty (best) | x+y (33 / 66 / 132 / 264 / 528 blocks) | x+y best, %% of the 75 %% time | "
          "x-dependent MMAs at the dense peak |\n|---|---|---|---|---|---|---|---|\n");
   const Shape shapes[] = {{"expert w1/w3 2048x4096", 2048, 4096}, {"expert w2 4096x2048", 4096, 2048},
                           {"attn wq_b 32768x1024", 32768, 1024}, {"attn wo_b 4096x8192", 4096, 8192},
@@ -92,10 +105,11 @@ int main() {
       const int nslices = (xb + kXSliceBytes - 1) / kXSliceBytes;
       const int xslice16 = xb / nslices / 16;
       const int ylen = m * sh.n;
-      float t[2][3];
+      const int grids[5] = {(sms + 3) / 4, (sms + 1) / 2, sms, 2 * sms, 4 * sms};
+      float t[2][5];
       for (int v = 0; v < 2; v++) {
-        for (int b = 0; b < 3; b++) {
-          const int grid = sms << b;
+        for (int b = 0; b < 5; b++) {
+          const int grid = grids[b];
           cudaGraphExec_t ge = captured_graph(st, [&](int) {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute at;
@@ -113,11 +127,11 @@ int main() {
           CK(cudaGraphExecDestroy(ge));
         }
       }
-      const float e = std::min(t[0][0], std::min(t[0][1], t[0][2]));
-      const float xy = std::min(t[1][0], std::min(t[1][1], t[1][2]));
+      const float e = *std::min_element(t[0], t[0] + 5);
+      const float xy = *std::min_element(t[1], t[1] + 5);
       const double mma_us = 2.0 * sh.n * sh.k * 8 * ((m + 7) / 8) / kDenseBF16 * 1e6;
-      printf("| %s | %d | %.2f MB | %.2f us | %.2f | %.2f / %.2f / %.2f | %.0f %% | %.2f us |\n", sh.name, m, bytes / 1e6, t75, e,
-             t[1][0], t[1][1], t[1][2], 100.0 * xy / t75, mma_us);
+      printf("| %s | %d | %.2f MB | %.2f us | %.2f | %.2f / %.2f / %.2f / %.2f / %.2f | %.0f %% | %.2f us |\n", sh.name, m,
+             bytes / 1e6, t75, e, t[1][0], t[1][1], t[1][2], t[1][3], t[1][4], 100.0 * xy / t75, mma_us);
     }
   }
   CK(cudaDeviceSynchronize());

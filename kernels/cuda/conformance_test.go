@@ -384,10 +384,10 @@ func TestQGEMMConformance(t *testing.T) {
 		{NVFP4, 256, 512}, {NVFP4, 200, 1024}, {NVFP4, 2048, 4096},
 		{MXFP4, 256, 512}, {MXFP4, 136, 2048},
 		{FP8Block, 256, 512}, {FP8Block, 300, 1024},
-		{NVFP4, 128, 8192}, {FP8Block, 200, 8192}, // K >= 8192: FP4 takes 8 warps per block at M = 17..64
+		{NVFP4, 128, 8192}, {MXFP4, 136, 8192}, {FP8Block, 200, 8192}, // K >= 8192: FP4 takes 8 warps per block at M = 17..64
 		{NVFP4, 4096, 2048}, // M = 100: 64 x 128 wgmma tiles, K unsplit (half a wave, 16 chunks)
 	}
-	ms := []int{1, 3, 8, 16, 17, 33, 64, 65, 100, 300}
+	ms := []int{1, 3, 8, 16, 17, 33, 40, 64, 65, 100, 300} // 40: a partial second group of 32 tokens
 	for _, c := range cases {
 		p, ref := packRandom(t, r, c)
 		w, err := d.UploadWeight(p)
@@ -399,7 +399,7 @@ func TestQGEMMConformance(t *testing.T) {
 			for _, acc := range []bool{false, true} {
 				splits := 0
 				if m > 16 && m%2 == 1 {
-					splits = -1 // odd M > 16: force the large-M pipelined kernel
+					splits = -1 // odd M > 16: the large-M pipelined kernel from M = 33 (M <= 32 keeps the 32-token tiles)
 				}
 				runQGEMMCase(t, d, st, r, w, ref, c, m, acc, splits, nil)
 			}

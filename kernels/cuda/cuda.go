@@ -353,7 +353,7 @@ func (s *Stream) QGEMM(w *Weight, x, y *Buffer, m int, accumulate bool) error {
 }
 
 // QGEMMSplit is QGEMM with a forced split-K factor (0 = automatic; -1 forces the large-M
-// pipelined kernel when m > 16), for benchmarks and tests.
+// pipelined kernel and -2 the wgmma kernel when m > 32), for benchmarks and tests.
 func (s *Stream) QGEMMSplit(w *Weight, x, y *Buffer, m int, accumulate bool, splits int) error {
 	if s.p == nil {
 		return ErrClosed

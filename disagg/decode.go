@@ -186,6 +186,7 @@ func (d *DecodeServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", d.chat)
 	mux.HandleFunc("/v1/models", serveModels(d.cfg.Name, d.created, d.back.MaxContext()))
+	mux.HandleFunc("/v1/models/{id...}", serveModel(d.cfg.Name, d.cfg.Aliases, d.created, d.back.MaxContext()))
 	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {

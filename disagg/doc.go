@@ -37,7 +37,10 @@
 //     server and a per-room state machine with timeouts, leases and aborts.
 //   - Router: the OpenAI-compatible front in regular or PD mode, with
 //     selection policies, health checks, circuit breakers and Prometheus
-//     metrics.
+//     metrics. In regular mode it also passes vLLM's utility endpoints
+//     through to a worker (POST /tokenize and /detokenize, GET /version);
+//     GET /v1/models/{id} is relayed in both modes (the prefill and decode
+//     servers answer it too).
 //
 // Bad requests get the answers examples/server gives (package openaierr,
 // which both use): the same HTTP status and OpenAI error object, with the

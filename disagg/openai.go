@@ -307,26 +307,45 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 func modelList(names []string, created int64, maxLen int) map[string]any {
 	data := []map[string]any{}
 	for _, n := range names {
-		m := map[string]any{"id": n, "object": "model", "created": created, "owned_by": "dsv4go", "root": n}
-		if maxLen > 0 {
-			m["max_model_len"] = maxLen
-		}
-		data = append(data, m)
+		data = append(data, modelObject(n, created, maxLen))
 	}
 	return map[string]any{"object": "list", "data": data}
+}
+
+// modelObject is one entry of modelList.
+func modelObject(name string, created int64, maxLen int) map[string]any {
+	m := map[string]any{"id": name, "object": "model", "created": created, "owned_by": "dsv4go", "root": name}
+	if maxLen > 0 {
+		m["max_model_len"] = maxLen
+	}
+	return m
 }
 
 // serveModels answers GET /v1/models with the served model name and its
 // context length (tokens).
 func serveModels(name string, created int64, maxLen int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", http.MethodGet)
-			writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "use GET")
+		if !getOnly(w, r) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(modelList([]string{name}, created, maxLen))
+	}
+}
+
+// serveModel answers GET /v1/models/{id}: serveModels' entry for name or
+// one of aliases, else 404 model_not_found (as examples/server answers).
+func serveModel(name string, aliases []string, created int64, maxLen int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !getOnly(w, r) {
+			return
+		}
+		if id := r.PathValue("id"); id != name && !slices.Contains(aliases, id) {
+			openaierr.ModelNotFound(id, name).Write(w)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(modelObject(name, created, maxLen))
 	}
 }
 

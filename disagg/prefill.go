@@ -212,6 +212,7 @@ func (p *PrefillServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", p.chat)
 	mux.HandleFunc("/v1/models", serveModels(p.cfg.Name, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength)))
+	mux.HandleFunc("/v1/models/{id...}", serveModel(p.cfg.Name, p.cfg.Aliases, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength)))
 	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {

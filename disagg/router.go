@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dsv4go/dsv4go/internal/openaierr"
 )
 
 // Worker is one engine server behind the Router: its URL, role, health,
@@ -436,16 +438,24 @@ func compatible(a, b *Worker) bool {
 }
 
 // Handler returns the router's HTTP API: POST /v1/chat/completions (and, in
-// regular mode, /v1/completions; PD mode answers it 404 with an OpenAI error
+// regular mode, /v1/completions and vLLM's POST /tokenize and /detokenize,
+// forwarded like completions, and GET /version, from the first healthy
+// worker that answers it; PD mode answers them 404 with an OpenAI error
 // object, code "unsupported_endpoint": the prefill/decode servers serve chat
 // only), GET /health, /v1/models (OpenAI list: from the first healthy
 // worker that answers it, else from the workers' reported model names or
-// RouterConfig.ModelName), /workers (status) and /metrics. Other paths get
-// a 404 OpenAI error object.
+// RouterConfig.ModelName), /v1/models/{id} (likewise: a worker's answer,
+// its 404 model_not_found included, else the router's own list),
+// /workers (status) and /metrics. Other paths get a 404 OpenAI error
+// object.
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", rt.serveGenerate)
 	mux.HandleFunc("/v1/completions", rt.serveGenerate)
+	mux.HandleFunc("/tokenize", rt.serveGenerate)
+	mux.HandleFunc("/detokenize", rt.serveGenerate)
+	mux.HandleFunc("/version", rt.version)
+	mux.HandleFunc("/v1/models/{id...}", rt.model)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 		if rt.anyAvailable() {
 			w.WriteHeader(http.StatusOK)
@@ -487,12 +497,21 @@ func (rt *Router) anyAvailable() bool {
 		slices.ContainsFunc(rt.decode, func(w *Worker) bool { return w.available(now) })
 }
 
-func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", http.MethodGet)
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "use GET")
-		return
+// getOnly answers a method other than GET or HEAD with 405 (false).
+func getOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
 	}
+	w.Header().Set("Allow", http.MethodGet)
+	writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "use GET")
+	return false
+}
+
+// relayGet sends GET path (with the client's Authorization) to the healthy
+// workers that serve the OpenAI surface (regular, or decode in PD mode) in
+// turn and relays the first answer that accept takes (status, body); false
+// when none did.
+func (rt *Router) relayGet(w http.ResponseWriter, r *http.Request, path string, accept func(int, []byte) bool) bool {
 	ws := rt.regular
 	if rt.cfg.PD {
 		ws = rt.decode
@@ -502,7 +521,7 @@ func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, wk.URL+"/v1/models", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, wk.URL+path, nil)
 		if a := r.Header.Get("Authorization"); a != "" {
 			req.Header.Set("Authorization", a)
 		}
@@ -514,16 +533,91 @@ func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		cancel()
-		var list struct {
-			Object string `json:"object"`
-		}
-		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(b, &list) != nil || list.Object != "list" {
-			continue // e.g. a worker without /v1/models: answer from our own view
+		if err != nil || !accept(resp.StatusCode, b) {
+			continue
 		}
 		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusCode)
 		w.Write(b)
+		return true
+	}
+	return false
+}
+
+// jsonField reports whether body is a JSON object whose field key is the
+// string want.
+func jsonField(body []byte, key, want string) bool {
+	var m map[string]json.RawMessage
+	var v string
+	return json.Unmarshal(body, &m) == nil && json.Unmarshal(m[key], &v) == nil && v == want
+}
+
+func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
+	if !getOnly(w, r) {
 		return
 	}
+	if rt.relayGet(w, r, "/v1/models", func(status int, b []byte) bool {
+		// not e.g. a worker without /v1/models: then answer from our own view
+		return status == http.StatusOK && jsonField(b, "object", "list")
+	}) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(modelList(rt.modelNames(), rt.started, 0))
+}
+
+// model answers GET /v1/models/{id}: a worker's answer (the model object,
+// or its 404 model_not_found, which honours the worker's aliases), else
+// the entry of the router's own list or 404 model_not_found.
+func (rt *Router) model(w http.ResponseWriter, r *http.Request) {
+	if !getOnly(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	if rt.relayGet(w, r, "/v1/models/"+url.PathEscape(id), func(status int, b []byte) bool {
+		if status == http.StatusNotFound {
+			var e struct {
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			}
+			return json.Unmarshal(b, &e) == nil && e.Error.Code == "model_not_found"
+		}
+		return status == http.StatusOK && jsonField(b, "object", "model")
+	}) {
+		return
+	}
+	names := rt.modelNames()
+	if !slices.Contains(names, id) {
+		openaierr.ModelNotFound(id, names[0]).Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(modelObject(id, rt.started, 0))
+}
+
+// version answers GET /version (regular mode) from the first healthy
+// worker that answers it.
+func (rt *Router) version(w http.ResponseWriter, r *http.Request) {
+	if rt.cfg.PD {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "unsupported_endpoint",
+			r.URL.Path+" is not supported in PD mode")
+		return
+	}
+	if !getOnly(w, r) {
+		return
+	}
+	if !rt.relayGet(w, r, "/version", func(status int, b []byte) bool {
+		return status == http.StatusOK && json.Valid(b)
+	}) {
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy worker answered /version")
+	}
+}
+
+// modelNames are the names the router reports when no worker answers
+// /v1/models: RouterConfig.ModelName, else the workers' served names, else
+// "dsv4".
+func (rt *Router) modelNames() []string {
 	var names []string
 	for _, wk := range rt.all() {
 		wk.mu.Lock()
@@ -537,8 +631,7 @@ func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
 	} else if len(names) == 0 {
 		names = []string{"dsv4"}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(modelList(names, rt.started, 0))
+	return names
 }
 
 // routerOwned are the request fields the router sets or removes.

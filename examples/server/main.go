@@ -6,9 +6,36 @@
 // Endpoints: POST /v1/chat/completions (stream and non-stream; tools,
 // tool_choice, parallel_tool_calls, chat_template_kwargs thinking /
 // enable_thinking, reasoning_effort, logprobs, n, stream_options), POST
-// /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus:
-// TTFT, inter-token latency and end-to-end histograms, running and waiting
-// requests, token counters, KV state memory).
+// /v1/completions, GET /v1/models, GET /v1/models/{id} (the list's entry for
+// the served name or an alias, e.g. the model path, URL-escaped or not;
+// else 404 model_not_found), GET /health, GET /metrics (Prometheus: TTFT,
+// inter-token latency and end-to-end histograms, running and waiting
+// requests, token counters, KV state memory), and vLLM's utility endpoints:
+//
+//   - POST /tokenize: {"prompt": text, "add_special_tokens"?} or the chat
+//     form {"messages", "tools"?, "tool_choice"?, "chat_template_kwargs"?,
+//     "reasoning_effort"?, "response_format"?, "add_generation_prompt"?,
+//     "continue_final_message"?, "add_special_tokens"?} -> {"count",
+//     "max_model_len", "tokens", "token_strs": null}. The ids are the ones
+//     generation prefills: a prompt's those of /v1/completions
+//     (dsv4.Engine.Tokenize), messages' those of /v1/chat/completions for
+//     the same body (dsv4.Engine.ChatPrompt: chat encoding or --chat-template,
+//     tools, thinking, a forced tool-call opening). add_special_tokens is
+//     accepted either way and changes nothing (the engine adds no BOS/EOS
+//     around a prompt; the chat encoding writes its own BOS; DeepSeek-V4's
+//     tokenizer sets add_bos_token false, so vLLM gives the same ids).
+//     add_generation_prompt false, continue_final_message true and
+//     return_token_strs true are refused (400 naming the field): chat
+//     requests always end with a new assistant turn's opening here.
+//   - POST /detokenize: {"tokens": [ids]} -> {"prompt": text}, special
+//     tokens kept, as generation spells them; an id outside the vocabulary
+//     is a 400 with param "tokens".
+//   - GET /version: {"version": the main module's version from the build
+//     information, else "devel"}.
+//
+// /tokenize and /detokenize take "model" (optional; another name is 404
+// model_not_found), the body limit, the drain and --api-key like
+// /v1/completions; /version, /health and /metrics need no key.
 //
 // --mock serves a scripted stand-in model instead of a checkpoint (see
 // mock.go): client conformance checks such as tools/openai_client_check.py
@@ -81,7 +108,7 @@ func run() error {
 		host           = flag.String("host", "127.0.0.1", "listen address")
 		port           = flag.Int("port", 30000, "listen port")
 		servedName     = flag.String("served-model-name", "", "model id reported and accepted (default: the directory name)")
-		apiKey         = flag.String("api-key", "", "require Authorization: Bearer KEY on /v1/*")
+		apiKey         = flag.String("api-key", "", "require Authorization: Bearer KEY on /v1/*, /tokenize and /detokenize")
 		reasoning      = flag.String("reasoning-parser", "", "reasoning parser: deepseek-v4, deepseek-v3, deepseek-r1, none (default: the model's)")
 		toolParser     = flag.String("tool-call-parser", "", "tool-call parser: deepseek-v4 (deepseekv4), deepseekv32, deepseekv31, deepseekv3, none (default: the model's)")
 		chatTemplate   = flag.String("chat-template", "", "chat encoding deepseek-v4 or deepseek-v32, or a Jinja chat template file (default: the model's encoding)")

@@ -77,6 +77,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/chat/completions", s.auth(s.post(s.chatCompletions)))
 	mux.HandleFunc("/v1/completions", s.auth(s.post(s.completions)))
 	mux.HandleFunc("/v1/models", s.auth(s.models))
+	mux.HandleFunc("/v1/models/{id...}", s.auth(s.model))
+	mux.HandleFunc("/tokenize", s.auth(s.post(s.tokenize)))
+	mux.HandleFunc("/detokenize", s.auth(s.post(s.detokenize)))
+	mux.HandleFunc("/version", s.version)
 	mux.HandleFunc("/health", s.health)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -444,17 +448,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "method_not_allowed", "use GET")
+	if !getOnly(w, r) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"object": "list",
-		"data": []map[string]any{{
-			"id": s.modelName, "object": "model", "created": s.created, "owned_by": "dsv4go",
-			"root": s.modelName, "max_model_len": s.eng.MaxContext(),
-		}},
+		"data":   []map[string]any{s.modelObject()},
 	})
 }
 

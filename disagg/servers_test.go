@@ -105,7 +105,13 @@ func startPDWith(t testing.TB, pc PrefillConfig, dc DecodeConfig) *pdPair {
 
 func post(t *testing.T, ctx context.Context, url, body string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
+	return send(t, ctx, "POST", url+"/v1/chat/completions", body)
+}
+
+// send makes one JSON request and returns the response (body closed) and its body.
+func send(t *testing.T, ctx context.Context, method, url, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package disagg
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -69,15 +70,8 @@ func (u *utilityWorker) last() string {
 
 func do(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, string(b)
+	resp, b := send(t, context.Background(), method, url, body)
+	return resp.StatusCode, b
 }
 
 // TestRouterUtilityEndpoints: in regular mode the router forwards POST

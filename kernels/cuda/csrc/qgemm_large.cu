@@ -705,13 +705,15 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         // applied) in accumulator order, [unit][mb][b][consumer thread] float4, so that every
         // store instruction of a warpgroup writes 4 contiguous KB; splitk_reduce_kernel sums
         // the splits of each tile in split order into y.
+        // Groups of 8 tokens wholly past M are not stored (splitk_reduce_kernel skips them).
         float4 *pp = reinterpret_cast<float4 *>(y) + (size_t)u * (NMB * (TN / 8) * 256) + (tid - 128);
 #pragma unroll
         for (int mb = 0; mb < NMB; mb++)
 #pragma unroll
           for (int b = 0; b < TN / 8; b++)
-            __stcg(pp + (mb * (TN / 8) + b) * 256, make_float4(acc[mb][4 * b] * alpha, acc[mb][4 * b + 1] * alpha,
-                                                               acc[mb][4 * b + 2] * alpha, acc[mb][4 * b + 3] * alpha));
+            if (tok0 + 8 * b < M)
+              __stcg(pp + (mb * (TN / 8) + b) * 256, make_float4(acc[mb][4 * b] * alpha, acc[mb][4 * b + 1] * alpha,
+                                                                 acc[mb][4 * b + 2] * alpha, acc[mb][4 * b + 3] * alpha));
         LGT(13);
         continue;
       }
@@ -858,6 +860,8 @@ __global__ void __launch_bounds__(256) splitk_reduce_kernel(const float4 *__rest
   for (long long f = (long long)blockIdx.x * 256 + threadIdx.x; f < total; f += (long long)gridDim.x * 256) {
     const long long tile = f >> 13;
     const int rem = (int)(f & 8191);
+    // groups of 8 tokens wholly past M: qgemm_ws_kernel did not store their partials
+    if ((int)(tile / rbn) * 128 + 8 * ((rem >> 8) & 15) >= M) continue;
     const float4 *p = part + tile * splits * 8192 + rem;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s0 = 0; s0 < splits; s0 += 8) {

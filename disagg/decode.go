@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaierr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -31,6 +32,11 @@ type DecodeConfig struct {
 	Name string
 	// Aliases are other names accepted in "model" (e.g. the model path).
 	Aliases []string
+	// APIKey, when set, is required as "Authorization: Bearer APIKey" on
+	// /v1/* (401 invalid_api_key otherwise, as examples/server's --api-key;
+	// the router sends it with RouterConfig.WorkerAPIKey); /health,
+	// /server_info and /metrics stay open.
+	APIKey string
 	// EngineOptions configure the decode engine (StepTokens is overridden:
 	// a prompt must reach the backend in one call).
 	EngineOptions dsv4.EngineOptions
@@ -184,9 +190,9 @@ func (d *DecodeServer) Close() error {
 // Handler returns the HTTP API.
 func (d *DecodeServer) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", d.chat)
-	mux.HandleFunc("/v1/models", serveModels(d.cfg.Name, d.created, d.back.MaxContext()))
-	mux.HandleFunc("/v1/models/{id...}", serveModel(d.cfg.Name, d.cfg.Aliases, d.created, d.back.MaxContext()))
+	mux.Handle("/v1/chat/completions", openaierr.BearerAuth(d.cfg.APIKey, http.HandlerFunc(d.chat)))
+	mux.Handle("/v1/models", openaierr.BearerAuth(d.cfg.APIKey, serveModels(d.cfg.Name, d.created, d.back.MaxContext())))
+	mux.Handle("/v1/models/{id...}", openaierr.BearerAuth(d.cfg.APIKey, serveModel(d.cfg.Name, d.cfg.Aliases, d.created, d.back.MaxContext())))
 	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {

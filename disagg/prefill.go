@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaierr"
 	"github.com/dsv4go/dsv4go/internal/openaiwire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,6 +32,11 @@ type PrefillConfig struct {
 	Name string
 	// Aliases are other names accepted in "model" (e.g. the model path).
 	Aliases []string
+	// APIKey, when set, is required as "Authorization: Bearer APIKey" on
+	// /v1/* (401 invalid_api_key otherwise, as examples/server's --api-key;
+	// the router sends it with RouterConfig.WorkerAPIKey); /health,
+	// /server_info and /metrics stay open.
+	APIKey string
 	// BootstrapHost is the host that sequential-mode transfer descriptors
 	// advertise (default "127.0.0.1"); the port is that of the listener given
 	// to ServeBootstrap.
@@ -210,9 +216,9 @@ func (p *PrefillServer) Close() error {
 // Handler returns the HTTP API.
 func (p *PrefillServer) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", p.chat)
-	mux.HandleFunc("/v1/models", serveModels(p.cfg.Name, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength)))
-	mux.HandleFunc("/v1/models/{id...}", serveModel(p.cfg.Name, p.cfg.Aliases, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength)))
+	mux.Handle("/v1/chat/completions", openaierr.BearerAuth(p.cfg.APIKey, http.HandlerFunc(p.chat)))
+	mux.Handle("/v1/models", openaierr.BearerAuth(p.cfg.APIKey, serveModels(p.cfg.Name, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength))))
+	mux.Handle("/v1/models/{id...}", openaierr.BearerAuth(p.cfg.APIKey, serveModel(p.cfg.Name, p.cfg.Aliases, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength))))
 	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {

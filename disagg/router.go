@@ -99,6 +99,16 @@ type RouterConfig struct {
 	// breaker for BreakerCooldown (defaults 3 and 10 s).
 	BreakerFailures int
 	BreakerCooldown time.Duration
+	// APIKey, when set, is required of clients as "Authorization: Bearer
+	// APIKey" on /v1/*, /tokenize, /detokenize and /workers (401
+	// invalid_api_key otherwise, as examples/server's --api-key); /health,
+	// /version and /metrics stay open.
+	APIKey string
+	// WorkerAPIKey, when set, is sent to the workers as their Bearer key on
+	// every forwarded request; when empty, forwarded requests carry the
+	// client's Authorization header unchanged (so one key shared by the
+	// router and its workers works either way).
+	WorkerAPIKey string
 	// ModelName is the model id that GET /v1/models reports when no worker
 	// answers it (default: the served names the workers report in
 	// /server_info, else "dsv4").
@@ -450,12 +460,13 @@ func compatible(a, b *Worker) bool {
 // object.
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", rt.serveGenerate)
-	mux.HandleFunc("/v1/completions", rt.serveGenerate)
-	mux.HandleFunc("/tokenize", rt.serveGenerate)
-	mux.HandleFunc("/detokenize", rt.serveGenerate)
+	auth := func(h http.HandlerFunc) http.Handler { return openaierr.BearerAuth(rt.cfg.APIKey, h) }
+	mux.Handle("/v1/chat/completions", auth(rt.serveGenerate))
+	mux.Handle("/v1/completions", auth(rt.serveGenerate))
+	mux.Handle("/tokenize", auth(rt.serveGenerate))
+	mux.Handle("/detokenize", auth(rt.serveGenerate))
 	mux.HandleFunc("/version", rt.version)
-	mux.HandleFunc("/v1/models/{id...}", rt.model)
+	mux.Handle("/v1/models/{id...}", auth(rt.model))
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 		if rt.anyAvailable() {
 			w.WriteHeader(http.StatusOK)
@@ -463,8 +474,8 @@ func (rt *Router) Handler() http.Handler {
 		}
 		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")
 	})
-	mux.HandleFunc("/v1/models", rt.models)
-	mux.HandleFunc("/workers", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/v1/models", auth(rt.models))
+	mux.Handle("/workers", auth(func(w http.ResponseWriter, r *http.Request) {
 		type st struct {
 			URL      string `json:"url"`
 			Role     string `json:"role"`
@@ -482,7 +493,7 @@ func (rt *Router) Handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
-	})
+	}))
 	mux.Handle("/metrics", promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", notFound)
 	return mux
@@ -522,9 +533,7 @@ func (rt *Router) relayGet(w http.ResponseWriter, r *http.Request, path string, 
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, wk.URL+path, nil)
-		if a := r.Header.Get("Authorization"); a != "" {
-			req.Header.Set("Authorization", a)
-		}
+		rt.setAuth(req, r)
 		resp, err := rt.client.Do(req)
 		if err != nil {
 			cancel()
@@ -741,13 +750,27 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (rt *Router) send(ctx context.Context, wk *Worker, path string, body []byte) (*http.Response, error) {
+// send POSTs body to wk's path for the client request in, with the Bearer
+// key that setAuth chooses.
+func (rt *Router) send(ctx context.Context, in *http.Request, wk *Worker, path string, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.URL+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	rt.setAuth(req, in)
 	return rt.client.Do(req)
+}
+
+// setAuth gives out, a request to a worker made for the client request in,
+// RouterConfig.WorkerAPIKey as its Bearer key, or else in's Authorization
+// header (if any).
+func (rt *Router) setAuth(out, in *http.Request) {
+	if rt.cfg.WorkerAPIKey != "" {
+		out.Header.Set("Authorization", "Bearer "+rt.cfg.WorkerAPIKey)
+	} else if a := in.Header.Get("Authorization"); a != "" {
+		out.Header.Set("Authorization", a)
+	}
 }
 
 func (rt *Router) attemptRegular(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time) *attemptErr {
@@ -758,7 +781,7 @@ func (rt *Router) attemptRegular(w http.ResponseWriter, r *http.Request, raw map
 	tried[wk] = true
 	wk.inflight.Add(1)
 	defer wk.inflight.Add(-1)
-	resp, err := rt.send(r.Context(), wk, r.URL.Path, patch(raw, nil))
+	resp, err := rt.send(r.Context(), r, wk, r.URL.Path, patch(raw, nil))
 	if err != nil {
 		rt.report(wk, false)
 		return &attemptErr{status: http.StatusBadGateway, err: err, blame: wk}
@@ -808,7 +831,7 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 	var dBody []byte
 	if rt.cfg.Sequential {
 		pb := patch(raw, map[string]any{"stream": false}, "stream_options")
-		resp, err := rt.send(ctx, p, "/v1/chat/completions", pb)
+		resp, err := rt.send(ctx, r, p, "/v1/chat/completions", pb)
 		if err != nil {
 			rt.report(p, false)
 			tried[p] = true
@@ -836,7 +859,7 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 	} else {
 		dBody = patch(raw, map[string]any{"bootstrap_host": bs.Host, "bootstrap_port": bs.Port, "bootstrap_room": bs.Room})
 		go func() {
-			resp, err := rt.send(ctx, p, "/v1/chat/completions", dBody)
+			resp, err := rt.send(ctx, r, p, "/v1/chat/completions", dBody)
 			if err != nil {
 				pch <- pres{err: err, at: time.Now()}
 				return
@@ -852,7 +875,7 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 	}
 	dch := make(chan dres, 1)
 	go func() {
-		resp, err := rt.send(ctx, d, "/v1/chat/completions", dBody)
+		resp, err := rt.send(ctx, r, d, "/v1/chat/completions", dBody)
 		dch <- dres{resp, err}
 	}()
 	var dr dres

@@ -15,8 +15,10 @@
 // "127.0.0.1"); in sequential mode the prefill server advertises its own
 // --bootstrap-host instead. --sequential uses the prefill-then-decode coordination
 // (the prefill answer's kv_transfer_params handed to decode) instead of
-// concurrent dispatch. Port 0 picks a free port; the address is printed on
-// stdout as "listening http=HOST:PORT".
+// concurrent dispatch. --api-key KEY requires "Authorization: Bearer KEY"
+// of clients (as examples/server's --api-key); the workers get
+// --worker-api-key, or else the client's header. Port 0 picks a free port;
+// the address is printed on stdout as "listening http=HOST:PORT".
 package main
 
 import (
@@ -123,6 +125,8 @@ func run(ctx context.Context, args []string) error {
 	pPolicy := fs.String("prefill-policy", "", "PD mode: policy for prefill servers (default --policy)")
 	dPolicy := fs.String("decode-policy", "", "PD mode: policy for decode servers (default --policy)")
 	sequential := fs.Bool("sequential", false, "PD mode: prefill first, then decode with its kv_transfer_params")
+	apiKey := fs.String("api-key", "", "require Authorization: Bearer KEY from clients on /v1/*, /tokenize, /detokenize and /workers")
+	workerKey := fs.String("worker-api-key", "", "Bearer key sent to the workers (default: the client's Authorization header, forwarded)")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8000, "HTTP port (0: any free port)")
 	attempts := fs.Int("max-attempts", 3, "attempts per request (retries only before the first response byte)")
@@ -143,7 +147,8 @@ func run(ctx context.Context, args []string) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	rt, err := disagg.NewRouter(disagg.RouterConfig{PD: *pd, Workers: workers, Prefill: prefill, Decode: decode,
 		Policy: *policy, PrefillPolicy: *pPolicy, DecodePolicy: *dPolicy, Sequential: *sequential,
-		MaxAttempts: *attempts, HealthInterval: *health, HealthFailures: *healthFails, Logger: log})
+		MaxAttempts: *attempts, HealthInterval: *health, HealthFailures: *healthFails,
+		APIKey: *apiKey, WorkerAPIKey: *workerKey, Logger: log})
 	if err != nil {
 		return err
 	}

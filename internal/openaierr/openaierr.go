@@ -7,6 +7,7 @@
 package openaierr
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -181,4 +182,24 @@ func intRange(t reflect.Type) (string, bool) {
 		return fmt.Sprintf("[0, %d]", uint64(math.MaxUint64>>(64-t.Bits()))), true
 	}
 	return "", false
+}
+
+// BearerAuth returns h guarded by an API key, as vLLM's and SGLang's
+// --api-key: a request whose Authorization header is not exactly
+// "Bearer "+key (compared in constant time) gets 401 with the OpenAI error
+// object (type invalid_request_error, code invalid_api_key) and never
+// reaches h. An empty key returns h unchanged.
+func BearerAuth(key string, h http.Handler) http.Handler {
+	if key == "" {
+		return h
+	}
+	want := []byte("Bearer " + key)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			(&Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+				Message: "invalid or missing API key"}).Write(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -75,6 +75,12 @@ func (r *ChatRequest) thinkingMode() bool {
 	return false
 }
 
+// generationPrompt is add_generation_prompt with its default (true),
+// false when the final message is continued.
+func (r *ChatRequest) generationPrompt() bool {
+	return !r.ContinueFinalMessage && (r.AddGenerationPrompt == nil || *r.AddGenerationPrompt)
+}
+
 // toolChoice returns the effective tool_choice mode and function name.
 func (r *ChatRequest) toolChoice() (string, string) {
 	if r.ToolChoice == nil {
@@ -177,6 +183,18 @@ func (r *ChatRequest) validate() error {
 			}
 		}
 	}
+	if r.ContinueFinalMessage {
+		if r.AddGenerationPrompt != nil && *r.AddGenerationPrompt {
+			return paramErr("continue_final_message", "cannot set both continue_final_message and add_generation_prompt to true")
+		}
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role != "assistant" {
+			return paramErr("continue_final_message", "continue_final_message needs the last message to be an assistant message, got role %q", last.Role)
+		}
+		if len(last.ToolCalls) > 0 {
+			return paramErr("continue_final_message", "the final assistant message has tool_calls: there is no text to continue")
+		}
+	}
 	names := map[string]bool{}
 	for i, t := range r.Tools {
 		if t.Type != "function" {
@@ -224,7 +242,8 @@ type chatRun struct {
 	req        *ChatRequest
 	p          SamplingParams
 	prompt     []int32
-	thinking   bool
+	thinking   bool // thinking mode (chat_template_kwargs)
+	reasoning  bool // the output starts inside reasoning (thinking mode, prompt ends in a think block)
 	tools      []Tool
 	parseTools bool
 	prefix     string // forced output text already in the prompt
@@ -273,6 +292,13 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	run.reasoning = run.thinking
+	if !req.generationPrompt() {
+		// The prompt does not end with a fresh opening: the output starts
+		// in reasoning only if the prompt ends inside a think block (a
+		// continued message whose reasoning is open).
+		run.reasoning = run.thinking && strings.LastIndex(text, template.ThinkStart) > strings.LastIndex(text, template.ThinkEnd)
+	}
 	if c.maxPromptBytes > 0 && len(text) > c.maxPromptBytes {
 		return nil, fmt.Errorf("%w: prompt of %d bytes", ErrContextLength, len(text))
 	}
@@ -286,7 +312,7 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		if run.thinking && c.thinkEnd >= 0 {
+		if run.reasoning && c.thinkEnd >= 0 {
 			run.forceAfter = pids
 		} else {
 			run.prefix = pre
@@ -541,7 +567,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		if !send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Delta: ChatDelta{Role: "assistant"}}}) {
 			return cnt
 		}
-		parser = c.newParser(run.thinking, run.parseTools, run.tools)
+		parser = c.newParser(run.reasoning, run.parseTools, run.tools)
 	}
 	dec := c.tok.NewDecoder()
 	stops := newStopMatcher(run.p.Stop)
@@ -593,7 +619,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			return cnt
 		}
 	}
-	inReasoning := run.thinking
+	inReasoning := run.reasoning
 	finish := ""
 	var matched any
 	for tok, err := range run.e.tokens(r) {

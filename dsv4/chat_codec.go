@@ -85,7 +85,8 @@ func templateRequest(req *ChatRequest, thinking bool, tools []Tool) (*template.C
 		return nil, &ParamError{Param: "reasoning_effort", Msg: err.Error()}
 	}
 	t := &template.ChatRequest{
-		Messages: req.Messages, Thinking: thinking, ReasoningEffort: eff, AddGenerationPrompt: true,
+		Messages: req.Messages, Thinking: thinking, ReasoningEffort: eff,
+		NoGenerationPrompt: !req.generationPrompt(), ContinueFinalMessage: req.ContinueFinalMessage,
 	}
 	for i := range tools {
 		t.Tools = append(t.Tools, template.Tool{Type: "function", Function: tools[i].Function.JSON()})
@@ -206,7 +207,7 @@ func newTokenizerCodec(o *EngineOptions) (*chatCodec, error) {
 			}
 		} else {
 			text, err = encode(encoderMessages(treq, req.ResponseFormat), &template.Options{
-				Thinking: thinking, ReasoningEffort: treq.ReasoningEffort,
+				Thinking: thinking, ReasoningEffort: treq.ReasoningEffort, Ending: treq.Ending(),
 			})
 		}
 		if err != nil {

@@ -45,6 +45,26 @@ type ChatRequest struct {
 	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
 	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
 
+	// AddGenerationPrompt (vLLM's extension; nil means true) ends the
+	// prompt with the opening of a new assistant turn, also after a
+	// trailing assistant message (the reply is then a new turn). False
+	// renders the conversation without it: the model continues from the
+	// last message's end (for a trailing assistant message, after its
+	// end-of-sentence token).
+	AddGenerationPrompt *bool `json:"add_generation_prompt,omitempty"`
+	// ContinueFinalMessage (vLLM's extension) leaves the last message, which
+	// must be an assistant message without tool_calls, open: it is
+	// rendered without its end-of-sentence token and generation continues
+	// it; the reply's content (or reasoning_content) is the continuation
+	// only, as vLLM returns it. In thinking mode a final message with
+	// reasoning_content and empty content is continued inside its
+	// reasoning ("</think>" is not rendered); with content, after
+	// "</think>". Setting it together with an explicit
+	// add_generation_prompt true is a *ParamError (param
+	// continue_final_message), as is a last message from another role;
+	// with add_generation_prompt absent it is implied false.
+	ContinueFinalMessage bool `json:"continue_final_message,omitempty"`
+
 	// MaxCompletionTokens (OpenAI's newer name) wins over MaxTokens.
 	MaxCompletionTokens *int `json:"max_completion_tokens,omitempty"`
 	Logprobs            bool `json:"logprobs,omitempty"`

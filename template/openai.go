@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"unicode"
 )
 
 // ChatRequest is the part of an OpenAI chat-completions request body that
@@ -24,9 +25,18 @@ type ChatRequest struct {
 	// ReasoningEffort is the normalized reasoning_effort ("", "high" or
 	// "max"); see ParseChatRequest.
 	ReasoningEffort string
-	// AddGenerationPrompt is the request's add_generation_prompt (a vLLM
-	// and SGLang extension; default true). Jinja templates only.
-	AddGenerationPrompt bool
+	// NoGenerationPrompt is the request's add_generation_prompt: false (a
+	// vLLM and SGLang extension, default true, so that the zero value
+	// opens an assistant turn as before): set, the prompt ends without an
+	// assistant-turn opening. Every renderer reads it (the native ones
+	// through Ending).
+	NoGenerationPrompt bool
+	// ContinueFinalMessage is the request's continue_final_message (vLLM;
+	// default false): the last message, an assistant message, is left
+	// open so that generation continues it. It implies
+	// NoGenerationPrompt (ParseChatRequest refuses it together with an
+	// explicit add_generation_prompt true; Ending lets it win).
+	ContinueFinalMessage bool
 	// TemplateKwargs is chat_template_kwargs, passed to Jinja templates
 	// as variables.
 	TemplateKwargs map[string]json.RawMessage
@@ -49,23 +59,29 @@ const MaxRequestBytes = 64 << 20
 // reasoning_effort (top level, else chat_template_kwargs.reasoning_effort)
 // is normalized: "max" and "xhigh" give "max", "high" stays, "medium",
 // "low", "minimal", "none" and "" give "" (DeepSeek's encoder renders
-// "high" and none alike); other values are ErrInvalidRequest. Fields that
+// "high" and none alike); other values are ErrInvalidRequest.
+// add_generation_prompt (default true) and continue_final_message (default
+// false) set NoGenerationPrompt and ContinueFinalMessage; both true, or
+// continue_final_message with a last message that is not an assistant
+// message, is ErrInvalidRequest (continue_final_message alone implies
+// add_generation_prompt false). Fields that
 // do not shape the prompt (model, sampling parameters, ...) are ignored.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if len(body) > MaxRequestBytes {
 		return nil, fmt.Errorf("%w: body larger than %d bytes", ErrLimit, MaxRequestBytes)
 	}
 	var raw struct {
-		Messages            json.RawMessage            `json:"messages"`
-		Tools               json.RawMessage            `json:"tools"`
-		ReasoningEffort     *string                    `json:"reasoning_effort"`
-		AddGenerationPrompt *bool                      `json:"add_generation_prompt"`
-		ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
+		Messages             json.RawMessage            `json:"messages"`
+		Tools                json.RawMessage            `json:"tools"`
+		ReasoningEffort      *string                    `json:"reasoning_effort"`
+		AddGenerationPrompt  *bool                      `json:"add_generation_prompt"`
+		ContinueFinalMessage *bool                      `json:"continue_final_message"`
+		ChatTemplateKwargs   map[string]json.RawMessage `json:"chat_template_kwargs"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	req := &ChatRequest{AddGenerationPrompt: true, TemplateKwargs: raw.ChatTemplateKwargs,
+	req := &ChatRequest{TemplateKwargs: raw.ChatTemplateKwargs,
 		RawMessages: raw.Messages}
 	if len(bytes.TrimSpace(raw.Messages)) == 0 || bytes.Equal(bytes.TrimSpace(raw.Messages), []byte("null")) {
 		return nil, fmt.Errorf("%w: messages is required", ErrInvalidRequest)
@@ -89,8 +105,18 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 			req.RawTools = t
 		}
 	}
-	if raw.AddGenerationPrompt != nil {
-		req.AddGenerationPrompt = *raw.AddGenerationPrompt
+	if raw.ContinueFinalMessage != nil && *raw.ContinueFinalMessage {
+		if raw.AddGenerationPrompt != nil && *raw.AddGenerationPrompt {
+			return nil, fmt.Errorf("%w: cannot set both continue_final_message and add_generation_prompt to true", ErrInvalidRequest)
+		}
+		if last := req.Messages[len(req.Messages)-1]; last.Role != "assistant" {
+			return nil, fmt.Errorf("%w: continue_final_message needs the last message to be an assistant message, got role %q", ErrInvalidRequest, last.Role)
+		}
+		req.ContinueFinalMessage = true
+		req.NoGenerationPrompt = true // add_generation_prompt absent: implied false
+	}
+	if raw.AddGenerationPrompt != nil && !req.ContinueFinalMessage {
+		req.NoGenerationPrompt = !*raw.AddGenerationPrompt
 	}
 	for _, k := range []string{"thinking", "enable_thinking"} {
 		if v, ok := raw.ChatTemplateKwargs[k]; ok {
@@ -115,6 +141,20 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 		return nil, err
 	}
 	return req, nil
+}
+
+// Ending is the native encoders' Ending for the request:
+// EndContinueFinal when ContinueFinalMessage is set, else
+// EndNoGenerationPrompt when NoGenerationPrompt is set, else
+// EndGenerationPrompt.
+func (r *ChatRequest) Ending() Ending {
+	switch {
+	case r.ContinueFinalMessage:
+		return EndContinueFinal
+	case r.NoGenerationPrompt:
+		return EndNoGenerationPrompt
+	}
+	return EndGenerationPrompt
 }
 
 // Truthy is Jinja's (and Python's bool()) truth value of a JSON value as
@@ -208,8 +248,9 @@ type Renderer interface {
 	Render(ctx context.Context, req *ChatRequest) (string, error)
 }
 
-// V4Renderer renders with EncodeV4. Opts.Thinking and
-// Opts.ReasoningEffort are taken from each request.
+// V4Renderer renders with EncodeV4. Opts.Thinking, Opts.ReasoningEffort
+// and Opts.Ending are taken from each request (Ending from
+// NoGenerationPrompt and ContinueFinalMessage: req.Ending()).
 type V4Renderer struct{ Opts Options }
 
 // Render implements Renderer.
@@ -218,11 +259,12 @@ func (v *V4Renderer) Render(ctx context.Context, req *ChatRequest) (string, erro
 		return "", err
 	}
 	o := v.Opts
-	o.Thinking, o.ReasoningEffort = req.Thinking, req.ReasoningEffort
+	o.Thinking, o.ReasoningEffort, o.Ending = req.Thinking, req.ReasoningEffort, req.Ending()
 	return EncodeV4(req.EncoderMessages(), &o)
 }
 
-// V32Renderer renders with EncodeV32 (reasoning effort is ignored).
+// V32Renderer renders with EncodeV32 (reasoning effort is ignored; Ending
+// as V4Renderer).
 type V32Renderer struct{ Opts Options }
 
 // Render implements Renderer.
@@ -231,7 +273,7 @@ func (v *V32Renderer) Render(ctx context.Context, req *ChatRequest) (string, err
 		return "", err
 	}
 	o := v.Opts
-	o.Thinking, o.ReasoningEffort = req.Thinking, ""
+	o.Thinking, o.ReasoningEffort, o.Ending = req.Thinking, "", req.Ending()
 	return EncodeV32(req.EncoderMessages(), &o)
 }
 
@@ -259,13 +301,51 @@ func (j *JinjaRenderer) Render(ctx context.Context, req *ChatRequest) (string, e
 			return "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 		}
 	}
-	return j.Template.RenderChat(ctx, &JinjaInput{
+	out, err := j.Template.RenderChat(ctx, &JinjaInput{
 		Messages:            msgs,
 		Tools:               tools,
-		AddGenerationPrompt: req.AddGenerationPrompt,
+		AddGenerationPrompt: !req.NoGenerationPrompt && !req.ContinueFinalMessage,
 		SpecialTokens:       j.SpecialTokens,
 		Kwargs:              req.TemplateKwargs,
 	})
+	if err != nil || !req.ContinueFinalMessage {
+		return out, err
+	}
+	if len(req.Messages) == 0 {
+		return "", fmt.Errorf("%w: continue_final_message needs a final message", ErrInvalidRequest)
+	}
+	return continueFinal(out, &req.Messages[len(req.Messages)-1])
+}
+
+// continueFinal cuts a rendered chat after the final message's text, as
+// transformers' apply_chat_template(continue_final_message=True) does:
+// the text (a string content, or the last text part) must appear in the
+// output, stripped of surrounding whitespace; the output ends at its last
+// occurrence, with the message's trailing whitespace when the template
+// kept it.
+func continueFinal(rendered string, m *Message) (string, error) {
+	final := m.Content
+	if m.ContentParts != nil {
+		found := false
+		for i := len(m.ContentParts) - 1; i >= 0; i-- {
+			if p := m.ContentParts[i]; p.Type == "text" {
+				final, found = p.Text, true
+				break
+			}
+		}
+		if !found {
+			return "", fmt.Errorf("%w: continue_final_message is set but the final message has no text to continue", ErrInvalidRequest)
+		}
+	}
+	stripped := strings.TrimSpace(final)
+	loc := strings.LastIndex(rendered, stripped)
+	if loc < 0 {
+		return "", fmt.Errorf("%w: continue_final_message is set but the final message does not appear in the chat after applying the chat template", ErrInvalidRequest)
+	}
+	if lead := strings.TrimLeftFunc(final, unicode.IsSpace); strings.HasPrefix(rendered[loc:], lead) && rendered[loc:loc+len(lead)] == final {
+		return rendered[:loc+len(lead)], nil
+	}
+	return rendered[:loc+len(stripped)], nil
 }
 
 // LoadRenderer picks the prompt renderer of a model directory: config.json

@@ -54,6 +54,9 @@ func EncodeV32(messages []Message, opts *Options) (string, error) {
 	if err := validate(all, true); err != nil {
 		return "", err
 	}
+	if err := checkEnding(messages, len(opts.Context), opts.Ending); err != nil {
+		return "", err
+	}
 	full := make([]*v4msg, len(all))
 	for i := range all {
 		full[i] = &v4msg{src: i, m: &all[i], role: all[i].Role}
@@ -65,7 +68,7 @@ func EncodeV32(messages []Message, opts *Options) (string, error) {
 	if !opts.NoBOS && len(opts.Context) == 0 {
 		b.WriteString(BOS)
 	}
-	r := &v32renderer{msgs: full, thinking: opts.Thinking, b: &b, lastUser: lastUserIndex(full)}
+	r := &v32renderer{msgs: full, thinking: opts.Thinking, b: &b, lastUser: lastUserIndex(full), ending: opts.Ending}
 	max := opts.maxOut()
 	for i := range len(messages) {
 		idx := i + len(opts.Context)
@@ -87,9 +90,20 @@ type v32renderer struct {
 	thinking bool
 	b        *strings.Builder
 	lastUser int
+	ending   Ending
+}
+
+// opening reports whether the assistant-turn opening that follows message
+// index is written (add_generation_prompt=false and continue_final_message
+// omit the last message's).
+func (r *v32renderer) opening(index int) bool {
+	return index < len(r.msgs)-1 || (r.ending != EndNoGenerationPrompt && r.ending != EndContinueFinal)
 }
 
 func (r *v32renderer) thinkAfterUser(index int) {
+	if !r.opening(index) {
+		return
+	}
 	if index == r.lastUser && r.thinking {
 		r.b.WriteString(ThinkStart)
 	} else {
@@ -111,7 +125,9 @@ func (r *v32renderer) render(index int) error {
 			}
 			b.WriteString(v32ToolsTail)
 		}
-		return writeResponseFormat(b, v)
+		if err := writeResponseFormat(b, v); err != nil {
+			return err
+		}
 	case "developer":
 		b.WriteString(UserToken)
 		if len(m.Tools) > 0 {
@@ -125,10 +141,15 @@ func (r *v32renderer) render(index int) error {
 			return err
 		}
 		b.WriteString("\n\n# The user's message is: " + m.text(""))
-		b.WriteString(AssistantToken)
+		if r.opening(index) {
+			b.WriteString(AssistantToken)
+		}
 		r.thinkAfterUser(index)
 	case "user":
-		b.WriteString(UserToken + m.text("\n\n") + AssistantToken)
+		b.WriteString(UserToken + m.text("\n\n"))
+		if r.opening(index) {
+			b.WriteString(AssistantToken)
+		}
 		r.thinkAfterUser(index)
 	case "tool":
 		prev := index - 1
@@ -149,6 +170,9 @@ func (r *v32renderer) render(index int) error {
 		b.WriteString("\n<result>" + m.text("\n\n") + "</result>")
 		if order == len(calls) {
 			b.WriteString("\n</function_results>")
+			if !r.opening(index) {
+				return nil
+			}
 			if index >= r.lastUser && r.thinking {
 				b.WriteString("\n\n" + ThinkStart)
 			} else {
@@ -156,11 +180,15 @@ func (r *v32renderer) render(index int) error {
 			}
 		}
 	case "assistant":
+		open := index == len(r.msgs)-1 && r.ending == EndContinueFinal
 		if r.thinking && index > r.lastUser {
-			if v.reasoning() == "" && len(m.ToolCalls) == 0 {
+			if v.reasoning() == "" && len(m.ToolCalls) == 0 && !open {
 				return msgErr(v.src, v.role, ErrInvalidMessage, "in thinking mode an assistant turn after the last user message needs reasoning_content or tool_calls")
 			}
-			b.WriteString(v.reasoning() + ThinkEnd)
+			b.WriteString(v.reasoning())
+			if !open || m.text("") != "" {
+				b.WriteString(ThinkEnd)
+			}
 		}
 		b.WriteString(m.text(""))
 		if len(m.ToolCalls) > 0 {
@@ -170,9 +198,29 @@ func (r *v32renderer) render(index int) error {
 			}
 			b.WriteString("\n</" + DSML + "function_calls>")
 		}
+		if open {
+			return nil
+		}
 		b.WriteString(EOS)
+		if index == len(r.msgs)-1 && r.ending == EndGenerationPrompt {
+			r.newTurn()
+		}
 	default:
 		return msgErr(v.src, v.role, ErrUnknownRole, "unknown role %q", v.role)
 	}
+	if v.role == "system" && index == len(r.msgs)-1 && r.ending == EndGenerationPrompt {
+		r.newTurn()
+	}
 	return nil
+}
+
+// newTurn opens a new assistant turn after a trailing assistant or system
+// message (add_generation_prompt=true).
+func (r *v32renderer) newTurn() {
+	r.b.WriteString(AssistantToken)
+	if r.thinking {
+		r.b.WriteString(ThinkStart)
+	} else {
+		r.b.WriteString(ThinkEnd)
+	}
 }

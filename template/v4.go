@@ -86,6 +86,65 @@ type Options struct {
 	LenientArguments bool
 	// MaxOutputBytes bounds the prompt size (0: DefaultMaxOutputBytes).
 	MaxOutputBytes int
+	// Ending selects what follows the last message: the zero value
+	// (EndNative) renders as DeepSeek's encoder does; the others are
+	// vLLM's add_generation_prompt and continue_final_message.
+	Ending Ending
+}
+
+// Ending selects how a native encoder (EncodeV4, EncodeV32) ends the
+// prompt after the last message: the request fields
+// add_generation_prompt and continue_final_message of vLLM's
+// chat-completions API, which transformers' apply_chat_template reads.
+type Ending uint8
+
+const (
+	// EndNative renders as DeepSeek's encode_messages does: the
+	// assistant-turn opening ("<｜Assistant｜>" then "<think>" in thinking
+	// mode, else "</think>"; or a task token) follows a trailing user,
+	// developer (or tool) message; nothing follows a trailing assistant,
+	// system or latest_reminder message.
+	EndNative Ending = iota
+	// EndGenerationPrompt is add_generation_prompt=true: the prompt always
+	// ends with an assistant-turn opening. As EndNative, plus a new turn's
+	// opening after a trailing assistant, system or latest_reminder
+	// message (a Jinja template's add_generation_prompt appends its
+	// assistant header whatever the last role is).
+	EndGenerationPrompt
+	// EndNoGenerationPrompt is add_generation_prompt=false: the prompt
+	// ends with the last message's own text; the opening (and a task
+	// token) that would follow it is omitted.
+	EndNoGenerationPrompt
+	// EndContinueFinal is continue_final_message=true: the last message
+	// must be an assistant message without tool calls; it is rendered
+	// open, without its end-of-sentence token, so that generation
+	// continues it. In thinking mode, where the turn's reasoning is
+	// rendered ("{reasoning}</think>{content}"), a message with empty
+	// content is continued inside its reasoning: "</think>" is omitted
+	// too (the prompt ends "<think>{reasoning}").
+	EndContinueFinal
+)
+
+// checkEnding validates the ending against the messages to render.
+func checkEnding(messages []Message, base int, e Ending) error {
+	switch e {
+	case EndNative, EndGenerationPrompt, EndNoGenerationPrompt:
+		return nil
+	case EndContinueFinal:
+		if len(messages) == 0 {
+			return fmt.Errorf("%w: continue_final_message needs a final assistant message", ErrInvalidOption)
+		}
+		i := len(messages) - 1
+		m := &messages[i]
+		if m.Role != "assistant" {
+			return msgErr(base+i, m.Role, ErrInvalidMessage, "continue_final_message needs the last message to be an assistant message")
+		}
+		if len(m.ToolCalls) > 0 {
+			return msgErr(base+i, m.Role, ErrInvalidMessage, "continue_final_message: the final assistant message has tool_calls; there is no text to continue")
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: ending %d", ErrInvalidOption, e)
 }
 
 func (o *Options) maxOut() int {
@@ -331,6 +390,9 @@ func EncodeV4(messages []Message, opts *Options) (string, error) {
 	if err := validate(all, false); err != nil {
 		return "", err
 	}
+	if err := checkEnding(messages, len(opts.Context), opts.Ending); err != nil {
+		return "", err
+	}
 
 	ctx := mergeToolMessages(opts.Context, 0)
 	msgs := mergeToolMessages(messages, len(opts.Context))
@@ -357,7 +419,7 @@ func EncodeV4(messages []Message, opts *Options) (string, error) {
 		ctxLen = len(full) - numRender
 	}
 	r := &v4renderer{msgs: full, thinking: opts.Thinking, drop: drop, effort: opts.ReasoningEffort,
-		lenient: opts.LenientArguments, b: &b, max: opts.maxOut(), lastUser: lastUserIndex(full)}
+		lenient: opts.LenientArguments, b: &b, max: opts.maxOut(), lastUser: lastUserIndex(full), ending: opts.Ending}
 	for i := range numRender {
 		if err := r.render(i + ctxLen); err != nil {
 			return "", err
@@ -378,12 +440,14 @@ type v4renderer struct {
 	b        *strings.Builder
 	max      int
 	lastUser int
+	ending   Ending
 }
 
 func (r *v4renderer) render(index int) error {
 	b := r.b
 	v := r.msgs[index]
 	m := v.m
+	last := index == len(r.msgs)-1
 	if index == 0 && r.thinking && r.effort == "max" {
 		b.WriteString(reasoningEffortMax)
 	}
@@ -432,9 +496,14 @@ func (r *v4renderer) render(index int) error {
 		b.WriteString(m.text(""))
 	case "assistant":
 		prevTask := index > 0 && r.msgs[index-1].task != ""
+		open := last && r.ending == EndContinueFinal
 		if r.thinking && !prevTask && (!r.drop || index > r.lastUser) {
 			b.WriteString(v.reasoning())
-			b.WriteString(ThinkEnd)
+			// A continued turn without content is continued inside
+			// its reasoning.
+			if !open || m.text("") != "" {
+				b.WriteString(ThinkEnd)
+			}
 		}
 		b.WriteString(m.text(""))
 		if len(m.ToolCalls) > 0 {
@@ -444,13 +513,31 @@ func (r *v4renderer) render(index int) error {
 			}
 			b.WriteString("\n</" + DSML + "tool_calls>")
 		}
-		if !v.woEOS {
+		if !v.woEOS && !open {
 			b.WriteString(EOS)
 		}
 	default:
 		return msgErr(v.src, v.role, ErrUnknownRole, "unknown role %q", v.role)
 	}
 
+	if last {
+		switch r.ending {
+		case EndNoGenerationPrompt, EndContinueFinal:
+			return nil
+		case EndGenerationPrompt:
+			if v.task == "" && v.role != "user" && v.role != "developer" {
+				// A new assistant turn after the last one (or after a
+				// system or reminder message).
+				b.WriteString(AssistantToken)
+				if r.thinking {
+					b.WriteString(ThinkStart)
+				} else {
+					b.WriteString(ThinkEnd)
+				}
+				return nil
+			}
+		}
+	}
 	// Transition to the next message.
 	if index+1 < len(r.msgs) {
 		if next := r.msgs[index+1].role; next != "assistant" && next != "latest_reminder" {

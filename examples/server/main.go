@@ -5,7 +5,8 @@
 //
 // Endpoints: POST /v1/chat/completions (stream and non-stream; tools,
 // tool_choice, parallel_tool_calls, chat_template_kwargs thinking /
-// enable_thinking, reasoning_effort, logprobs, n, stream_options), POST
+// enable_thinking, reasoning_effort, logprobs, n, stream_options, vLLM's
+// add_generation_prompt and continue_final_message), POST
 // /v1/completions, GET /v1/models, GET /v1/models/{id} (the list's entry for
 // the served name or an alias, e.g. the model path, URL-escaped or not;
 // else 404 model_not_found), GET /health, GET /metrics (Prometheus: TTFT,
@@ -24,9 +25,10 @@
 //     accepted either way and changes nothing (the engine adds no BOS/EOS
 //     around a prompt; the chat encoding writes its own BOS; DeepSeek-V4's
 //     tokenizer sets add_bos_token false, so vLLM gives the same ids).
-//     add_generation_prompt false, continue_final_message true and
-//     return_token_strs true are refused (400 naming the field): chat
-//     requests always end with a new assistant turn's opening here.
+//     add_generation_prompt and continue_final_message shape the ids as
+//     they shape the chat prompt (both true, or continue_final_message
+//     with a last message that is not from the assistant: 400, param
+//     continue_final_message); return_token_strs true is refused (400).
 //   - POST /detokenize: {"tokens": [ids]} -> {"prompt": text}, special
 //     tokens kept, as generation spells them; an id outside the vocabulary
 //     is a 400 with param "tokens".

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,18 +126,10 @@ func (s *Server) writeEngineError(w http.ResponseWriter, err error) {
 	}
 }
 
+// auth guards h with the server's API key (openaierr.BearerAuth: 401
+// invalid_api_key, as vLLM's --api-key); no key, no guard.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
-	if s.apiKey == "" {
-		return h
-	}
-	want := []byte("Bearer " + s.apiKey)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			writeError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key", "invalid or missing API key")
-			return
-		}
-		h(w, r)
-	}
+	return openaierr.BearerAuth(s.apiKey, h).ServeHTTP
 }
 
 // post checks the method, drains, and reads the body within the limit.

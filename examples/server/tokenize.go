@@ -13,17 +13,16 @@ import (
 // tokenizeRequest is vLLM's TokenizeRequest: the completion form
 // (prompt, add_special_tokens) or the chat form (messages and the chat
 // fields that shape the prompt: tools, tool_choice, chat_template_kwargs,
-// reasoning_effort, response_format; add_generation_prompt,
-// continue_final_message, add_special_tokens). The embedded ChatRequest
+// reasoning_effort, response_format, add_generation_prompt,
+// continue_final_message; add_special_tokens). The embedded ChatRequest
 // makes the chat form's ids those /v1/chat/completions prefills for the
-// same body (dsv4.Engine.ChatPrompt).
+// same body (dsv4.Engine.ChatPrompt), add_generation_prompt and
+// continue_final_message included (their conflicts are the same 400s).
 type tokenizeRequest struct {
 	dsv4.ChatRequest
-	Prompt               *string `json:"prompt"`
-	AddSpecialTokens     *bool   `json:"add_special_tokens"`
-	AddGenerationPrompt  *bool   `json:"add_generation_prompt"`
-	ContinueFinalMessage *bool   `json:"continue_final_message"`
-	ReturnTokenStrs      *bool   `json:"return_token_strs"`
+	Prompt           *string `json:"prompt"`
+	AddSpecialTokens *bool   `json:"add_special_tokens"`
+	ReturnTokenStrs  *bool   `json:"return_token_strs"`
 }
 
 // tokenizeResponse is vLLM's TokenizeResponse.
@@ -68,20 +67,6 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, body []byte) {
 	case req.Prompt != nil:
 		ids, err = s.eng.Tokenize(*req.Prompt)
 	case req.Messages != nil:
-		cont := req.ContinueFinalMessage != nil && *req.ContinueFinalMessage
-		agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		switch {
-		case cont && req.AddGenerationPrompt != nil && *req.AddGenerationPrompt:
-			// vLLM's check, before anything else.
-			fail("continue_final_message", "cannot set both continue_final_message and add_generation_prompt to true")
-			return
-		case cont:
-			fail("continue_final_message", "continue_final_message is not supported: chat prompts end with the opening of a new assistant turn, as /v1/chat/completions renders them")
-			return
-		case !agp:
-			fail("add_generation_prompt", "add_generation_prompt false is not supported: chat prompts end with the opening of a new assistant turn, as /v1/chat/completions renders them")
-			return
-		}
 		ids, err = s.eng.ChatPrompt(&req.ChatRequest)
 	default:
 		fail("prompt", "either prompt (a string) or messages is required")

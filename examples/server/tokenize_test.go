@@ -191,6 +191,11 @@ func TestTokenizeChatMatchesChatPrompt(t *testing.T) {
 		{"tool_choice required", `"tools": ` + tools + `, "tool_choice": "required", "messages": [{"role": "user", "content": "hi"}]`},
 		{"tool_choice none", `"tools": ` + tools + `, "tool_choice": "none", "messages": [{"role": "user", "content": "hi"}]`},
 		{"response_format", `"response_format": {"type": "json_object"}, "messages": [{"role": "user", "content": "hi"}]`},
+		{"add_generation_prompt false", `"add_generation_prompt": false, "messages": [{"role": "user", "content": "hi"}]`},
+		{"trailing assistant", `"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "You said"}]`},
+		{"continue_final_message", `"continue_final_message": true, "add_generation_prompt": false, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "You said"}]`},
+		{"continue_final_message agp absent", `"continue_final_message": true, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "You said"}]`},
+		{"continue_final_message thinking", `"continue_final_message": true, "chat_template_kwargs": {"thinking": true}, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "Thinking"}]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"model": "dsv4-script", ` + tc.fields + `}`
@@ -251,6 +256,7 @@ func TestDetokenizeRoundTrip(t *testing.T) {
 func TestTokenizeErrors(t *testing.T) {
 	ts := startRecServer(t, ServerConfig{MaxBodyBytes: 4096})
 	user := `"messages": [{"role": "user", "content": "x"}]`
+	asst := `"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]`
 	for _, tc := range []struct {
 		name, path, body string
 		status           int
@@ -267,9 +273,13 @@ func TestTokenizeErrors(t *testing.T) {
 		{"empty messages", "/tokenize", `{"messages": []}`, 400, "messages", ""},
 		{"bad role", "/tokenize", `{"messages": [{"role": "robot", "content": "x"}]}`, 400, "messages[0].role", ""},
 		{"bad tool", "/tokenize", `{"tools": [{"type": "function", "function": {"name": "bad name!"}}], ` + user + `}`, 400, "tools[0].function.name", ""},
-		{"add_generation_prompt false", "/tokenize", `{"add_generation_prompt": false, ` + user + `}`, 400, "add_generation_prompt", ""},
-		{"continue and generation prompt", "/tokenize", `{"continue_final_message": true, "add_generation_prompt": true, ` + user + `}`, 400, "continue_final_message", ""},
-		{"continue_final_message", "/tokenize", `{"continue_final_message": true, "add_generation_prompt": false, ` + user + `}`, 400, "continue_final_message", ""},
+		{"continue and generation prompt", "/tokenize", `{"continue_final_message": true, "add_generation_prompt": true, ` + asst + `}`, 400, "continue_final_message", ""},
+		{"continue_final_message user last", "/tokenize", `{"continue_final_message": true, "add_generation_prompt": false, ` + user + `}`, 400, "continue_final_message", ""},
+		{"continue_final_message user last agp absent", "/tokenize", `{"continue_final_message": true, ` + user + `}`, 400, "continue_final_message", ""},
+		{"continue_final_message tool calls", "/tokenize", `{"continue_final_message": true, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}`, 400, "continue_final_message", ""},
+		{"add_generation_prompt type", "/tokenize", `{"add_generation_prompt": "no", ` + user + `}`, 400, "add_generation_prompt", ""},
+		{"chat continue and generation prompt", "/v1/chat/completions", `{"continue_final_message": true, "add_generation_prompt": true, ` + asst + `}`, 400, "continue_final_message", ""},
+		{"chat continue user last", "/v1/chat/completions", `{"continue_final_message": true, ` + user + `}`, 400, "continue_final_message", ""},
 		{"return_token_strs", "/tokenize", `{"prompt": "x", "return_token_strs": true}`, 400, "return_token_strs", ""},
 		{"too large", "/tokenize", `{"prompt": "` + strings.Repeat("a", 5000) + `"}`, 413, "", "request_too_large"},
 		{"detok unknown model", "/detokenize", `{"model": "gpt-4", "tokens": [1]}`, 404, "model", "model_not_found"},
@@ -436,4 +446,100 @@ func TestUtilityEndpointsAuth(t *testing.T) {
 	if code, _ := get(t, ts.URL+"/v1/models/dsv4-script", "Authorization", "Bearer sekrit"); code != http.StatusOK {
 		t.Errorf("/v1/models/{id} with key: %d", code)
 	}
+}
+
+// TestChatEndingFields: add_generation_prompt and continue_final_message
+// on /v1/chat/completions (stream and not) and /tokenize, against the
+// scripted model: the prompt text /tokenize gives, and the reply (only the
+// continuation of a continued message, as vLLM returns it).
+func TestChatEndingFields(t *testing.T) {
+	ts := startRecServer(t, ServerConfig{})
+	B, E := "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"
+	for _, tc := range []struct {
+		name, fields, prompt, content, reasoning string
+	}{
+		{"continue chat", `"continue_final_message": true, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "You said"}]`,
+			B + "<｜User｜>hi<｜Assistant｜></think>You said", ": hi", ""},
+		{"continue inside reasoning", `"continue_final_message": true, "add_generation_prompt": false, "chat_template_kwargs": {"thinking": true}, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "Thinking about"}]`,
+			B + "<｜User｜>hi<｜Assistant｜><think>Thinking about", "You said: hi", " it."},
+		{"continue after reasoning", `"continue_final_message": true, "chat_template_kwargs": {"thinking": true}, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning": "Thinking about it.", "content": "You"}]`,
+			B + "<｜User｜>hi<｜Assistant｜><think>Thinking about it.</think>You", " said: hi", ""},
+		{"trailing assistant opens a turn", `"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]`,
+			B + "<｜User｜>hi<｜Assistant｜></think>Hello" + E + "<｜Assistant｜></think>", "You said: hi<｜Assistant｜></think>Hello", ""}, // the script echoes the text since the last user token; its EOS ends the reply
+		{"add_generation_prompt false", `"add_generation_prompt": false, "messages": [{"role": "user", "content": "hi"}]`,
+			B + "<｜User｜>hi", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := tokenizeOK(t, ts.URL, `{`+tc.fields+`}`)
+			if got := detokenizeOK(t, ts.URL, tok.Tokens); got != tc.prompt {
+				t.Errorf("/tokenize prompt %q, want %q", got, tc.prompt)
+			}
+			for _, stream := range []bool{false, true} {
+				body := `{"temperature": 0, "max_tokens": 32, ` + tc.fields + `}`
+				if stream {
+					body = `{"stream": true, "temperature": 0, "max_tokens": 32, ` + tc.fields + `}`
+				}
+				code, b := post(t, ts.URL, "/v1/chat/completions", body)
+				if code != http.StatusOK {
+					t.Fatalf("chat: %d %s", code, b)
+				}
+				if pre := ts.b.lastPrompt(t); !slices.Equal(pre, tok.Tokens) {
+					t.Errorf("chat prefilled %v, /tokenize %v", pre, tok.Tokens)
+				}
+				content, reasoning := chatText(t, b, stream)
+				if content != tc.content || reasoning != tc.reasoning {
+					t.Errorf("stream %v: content %q reasoning %q; want %q %q", stream, content, reasoning, tc.content, tc.reasoning)
+				}
+			}
+		})
+	}
+}
+
+// chatText extracts the first choice's content and reasoning_content from
+// a chat response body or an SSE stream.
+func chatText(t *testing.T, b []byte, stream bool) (string, string) {
+	t.Helper()
+	type msg struct {
+		Content          *string `json:"content"`
+		ReasoningContent *string `json:"reasoning_content"`
+	}
+	var content, reasoning string
+	add := func(m msg) {
+		if m.Content != nil {
+			content += *m.Content
+		}
+		if m.ReasoningContent != nil {
+			reasoning += *m.ReasoningContent
+		}
+	}
+	if !stream {
+		var r struct {
+			Choices []struct {
+				Message msg `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil || len(r.Choices) == 0 {
+			t.Fatalf("response %s: %v", b, err)
+		}
+		add(r.Choices[0].Message)
+		return content, reasoning
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta msg `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		for _, ch := range c.Choices {
+			add(ch.Delta)
+		}
+	}
+	return content, reasoning
 }

@@ -3,6 +3,7 @@ package dsv4_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/dsv4go/dsv4go/dsv4"
@@ -113,7 +114,7 @@ func TestChatEndingPrompt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slicesEqual(got, want) {
+			if !slices.Equal(got, want) {
 				text, _ := e.Detokenize(got)
 				t.Errorf("prompt %q\nwant   %q", text, tt.want)
 			}
@@ -122,18 +123,6 @@ func TestChatEndingPrompt(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func slicesEqual(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // TestChatContinueFinalMessage: the tiny model continues a partial answer
 // (chat mode), a partial reasoning (thinking mode: reasoning_content, then

@@ -7,6 +7,39 @@ import (
 	"testing"
 )
 
+// endingCase is one encoder case of TestEndingV4 / TestEndingV32: the
+// messages, thinking mode and Ending, and the prompt or error wanted.
+type endingCase struct {
+	name     string
+	msgs     []Message
+	thinking bool
+	ending   Ending
+	want     string
+	err      error
+}
+
+// runEndingCases encodes every case with encode and compares.
+func runEndingCases(t *testing.T, encode func([]Message, *Options) (string, error), tests []endingCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := encode(tt.msgs, &Options{Thinking: tt.thinking, Ending: tt.ending})
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("err %v, want %v", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestEndingV4 covers add_generation_prompt and continue_final_message on
 // the V4 encoder (Options.Ending), hand-checked against the format of
 // shared/docs/dsv4-formats.md §2.2.
@@ -14,14 +47,7 @@ func TestEndingV4(t *testing.T) {
 	user := Message{Role: "user", Content: "Hi"}
 	asst := Message{Role: "assistant", Content: "Hello", ReasoningContent: "greet"}
 	sys := Message{Role: "system", Content: "Be brief."}
-	tests := []struct {
-		name     string
-		msgs     []Message
-		thinking bool
-		ending   Ending
-		want     string
-		err      error
-	}{
+	tests := []endingCase{
 		{"native user", []Message{user}, false, EndNative, BOS + "<｜User｜>Hi<｜Assistant｜></think>", nil},
 		{"native trailing assistant", []Message{user, asst}, false, EndNative, BOS + "<｜User｜>Hi<｜Assistant｜></think>Hello" + EOS, nil},
 		{"agp user", []Message{user}, false, EndGenerationPrompt, BOS + "<｜User｜>Hi<｜Assistant｜></think>", nil},
@@ -59,23 +85,7 @@ func TestEndingV4(t *testing.T) {
 		{"continue no messages", nil, false, EndContinueFinal, "", ErrInvalidOption},
 		{"bad ending", []Message{user}, false, Ending(9), "", ErrInvalidOption},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := EncodeV4(tt.msgs, &Options{Thinking: tt.thinking, Ending: tt.ending})
-			if tt.err != nil {
-				if !errors.Is(err, tt.err) {
-					t.Fatalf("err %v, want %v", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("got  %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	runEndingCases(t, EncodeV4, tests)
 }
 
 // TestEndingV4ContinueIsWoEOS: outside the open-reasoning case, continuing
@@ -128,14 +138,7 @@ func TestEndingV32(t *testing.T) {
 	asst := Message{Role: "assistant", Content: "Hello", ReasoningContent: "greet"}
 	call := Message{Role: "assistant", ReasoningContent: "r", ToolCalls: []ToolCall{{ID: "c", Function: FunctionCall{Name: "f", Arguments: "{}"}}}}
 	tool := Message{Role: "tool", ToolCallID: "c", Content: "x"}
-	tests := []struct {
-		name     string
-		msgs     []Message
-		thinking bool
-		ending   Ending
-		want     string
-		err      error
-	}{
+	tests := []endingCase{
 		{"agp user", []Message{user}, false, EndGenerationPrompt, BOS + "<｜User｜>Hi<｜Assistant｜></think>", nil},
 		{"agp trailing assistant", []Message{user, asst}, true, EndGenerationPrompt, BOS + "<｜User｜>Hi<｜Assistant｜><think>greet</think>Hello" + EOS + "<｜Assistant｜><think>", nil},
 		{"agp system", []Message{{Role: "system", Content: "s"}}, false, EndGenerationPrompt, BOS + "s<｜Assistant｜></think>", nil},
@@ -147,23 +150,7 @@ func TestEndingV32(t *testing.T) {
 		{"continue chat", []Message{user, {Role: "assistant", Content: "He"}}, false, EndContinueFinal, BOS + "<｜User｜>Hi<｜Assistant｜></think>He", nil},
 		{"continue user last", []Message{user}, false, EndContinueFinal, "", ErrInvalidMessage},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := EncodeV32(tt.msgs, &Options{Thinking: tt.thinking, Ending: tt.ending})
-			if tt.err != nil {
-				if !errors.Is(err, tt.err) {
-					t.Fatalf("err %v, want %v", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("got  %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	runEndingCases(t, EncodeV32, tests)
 }
 
 // TestParseChatRequestEnding: the request fields, their defaults and

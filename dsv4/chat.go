@@ -25,6 +25,9 @@ type textTokenizer interface {
 	NewDecoder() tokenDecoder
 	// TokenString is one token's text (for logprobs).
 	TokenString(id int32) string
+	// IsSpecial reports whether id is a special token (one that
+	// skip_special_tokens drops: BOS, EOS, pad...).
+	IsSpecial(id int32) bool
 }
 
 // tokenDecoder turns ids into text without breaking UTF-8.
@@ -109,6 +112,8 @@ func (r *ChatRequest) Sampling() (SamplingParams, error) {
 		IgnoreEOS:        r.IgnoreEOS,
 		Stop:             r.Stop,
 		Logprobs:         r.Logprobs,
+
+		IncludeStopStrInOutput: r.IncludeStopStrInOutput,
 	}
 	if r.Temperature != nil {
 		p.Temperature = *r.Temperature
@@ -570,7 +575,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		parser = c.newParser(run.reasoning, run.parseTools, run.tools)
 	}
 	dec := c.tok.NewDecoder()
-	stops := newStopMatcher(run.p.Stop)
+	stops := newStopMatcher(run.p.Stop, run.p.IncludeStopStrInOutput)
 	callIDs := map[int]string{}
 	sawCalls := false
 	// deliver feeds text to the parser and sends the resulting deltas.
@@ -640,7 +645,14 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		}
 		var text string
 		if tok.StopToken {
-			text = dec.Flush()
+			// vLLM V1 (detokenizer.py, BaseIncrementalDetokenizer.update)
+			// leaves a stop-terminated step's last token out of the text
+			// unless include_stop_str_in_output; skip_special_tokens then
+			// still drops a special one (EOS).
+			if run.p.IncludeStopStrInOutput && !c.tok.IsSpecial(tok.ID) {
+				text = dec.Add(tok.ID)
+			}
+			text += dec.Flush()
 			matched = tok.ID
 			finish = "stop"
 		} else {
@@ -698,18 +710,34 @@ func byteInts(s string) []int {
 	return b
 }
 
-// stopMatcher finds stop strings in streamed text, holding back any suffix
-// that may be the start of one.
+// stopMatcher finds stop strings in streamed text. By default it holds
+// back any suffix that may be the start of one, so that a match is cut from
+// the text before any of it is released. With include (vLLM's
+// include_stop_str_in_output) nothing is held back, as vLLM's detokenizer
+// sets stop_buffer_length to 0 then: text is released at once, the last
+// bytes released are kept to find a stop string that spans pushes, and the
+// text is cut after the match (StopChecker.check_stop_strings with
+// include_in_output).
 type stopMatcher struct {
-	stops []string
-	held  string
-	done  bool
+	stops   []string
+	include bool
+	held    string // withheld text that may start a stop string (!include)
+	tail    string // released text kept for matching (include)
+	maxLen  int    // longest stop string, in bytes
+	done    bool
 }
 
-func newStopMatcher(stops []string) *stopMatcher { return &stopMatcher{stops: stops} }
+func newStopMatcher(stops []string, include bool) *stopMatcher {
+	m := &stopMatcher{stops: stops, include: include}
+	for _, s := range stops {
+		m.maxLen = max(m.maxLen, len(s))
+	}
+	return m
+}
 
 // push adds text and returns what can be released; on a match it returns
-// the text before the match and the stop string.
+// the text up to the match (without it, or with it when include) and the
+// stop string.
 func (m *stopMatcher) push(text string) (string, string) {
 	if m.done {
 		return "", ""
@@ -717,7 +745,11 @@ func (m *stopMatcher) push(text string) (string, string) {
 	if len(m.stops) == 0 {
 		return text, ""
 	}
-	buf := m.held + text
+	prev := m.held
+	if m.include {
+		prev = m.tail
+	}
+	buf := prev + text
 	best, hit := -1, ""
 	for _, s := range m.stops {
 		if i := strings.Index(buf, s); i >= 0 && (best < 0 || i < best) {
@@ -726,8 +758,17 @@ func (m *stopMatcher) push(text string) (string, string) {
 	}
 	if best >= 0 {
 		m.done = true
-		m.held = ""
+		m.held, m.tail = "", ""
+		if m.include {
+			// The match ends in text: one within the tail alone was
+			// found by an earlier push.
+			return buf[len(prev):max(best+len(hit), len(prev))], hit
+		}
 		return buf[:best], hit
+	}
+	if m.include {
+		m.tail = buf[max(len(buf)-(m.maxLen-1), 0):]
+		return text, ""
 	}
 	hold := 0
 	for _, s := range m.stops {

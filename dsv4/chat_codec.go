@@ -37,6 +37,8 @@ func (c tokenizerCodec) TokenString(id int32) string {
 	return string(b)
 }
 
+func (c tokenizerCodec) IsSpecial(id int32) bool { return c.t.IsSpecial(id) }
+
 type streamDecoder struct{ d *tokenizer.StreamDecoder }
 
 func (d streamDecoder) Add(id int32) string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"unicode/utf8"
 )
 
 // MaxPromptBatch bounds the number of prompts of one completion request.
@@ -32,7 +33,8 @@ type CompletionRequest struct {
 	// Echo prepends the prompt to the output text. Logprobs then cover the
 	// generated tokens only (no prompt-token entries, which vLLM gives from
 	// prompt_logprobs); their text_offset values are positions in the
-	// returned text, the echoed prompt included.
+	// returned text, the echoed prompt included, in code points as vLLM
+	// counts them (TextPos).
 	Echo          bool           `json:"echo,omitempty"`
 	Suffix        *string        `json:"suffix,omitempty"`
 	Stream        bool           `json:"stream,omitempty"`
@@ -178,12 +180,55 @@ type CompletionLogprobs struct {
 	TextOffset    []int                `json:"text_offset"`
 }
 
+// TextPos is a position in a completion's returned text counted as vLLM
+// counts text_offset: in characters of a Python str, i.e. Unicode code
+// points, not bytes (vLLM's OpenAIServingCompletion adds len(token) and, when
+// streaming, len(delta_text) of str values). Text is fed in pieces that may
+// split a UTF-8 sequence (a byte-level token); the bytes of a character not
+// yet complete are held until it is, so that a token continuing a character
+// starts at that character, and an invalid byte counts as one U+FFFD, as the
+// detokenizer renders it. The zero value is position 0.
+type TextPos struct {
+	n       int
+	partial []byte // the start of a character not yet complete
+}
+
+// Offset returns the position: the code points of the complete text so far.
+func (p *TextPos) Offset() int { return p.n }
+
+// Advance moves the position past text.
+func (p *TextPos) Advance(text string) {
+	if len(p.partial) == 0 && utf8.ValidString(text) {
+		p.n += utf8.RuneCountInString(text)
+		return
+	}
+	b := append(p.partial, text...)
+	for len(b) > 0 {
+		if !utf8.FullRune(b) {
+			break // the rest of the character is yet to come
+		}
+		_, size := utf8.DecodeRune(b) // an invalid byte: size 1, one U+FFFD
+		p.n++
+		b = b[size:]
+	}
+	p.partial = append(p.partial[:0:0], b...)
+}
+
 // LegacyLogprobs converts chat-style logprob entries to the completions
-// form; offset is the text length before the first entry (with echo, the
-// echoed prompt's length included), and each later entry's offset is the
-// previous one's plus its token's length, as vLLM's
-// _create_completion_logprobs computes text_offset.
+// form; offset is the text length in code points before the first entry
+// (with echo, the echoed prompt's included), and each later entry's offset
+// is the previous one's plus its token's length in code points, as vLLM's
+// _create_completion_logprobs computes text_offset (len of a Python str).
+// A stream whose tokens may split a UTF-8 character uses LegacyLogprobsAt.
 func LegacyLogprobs(entries []LogprobEntry, offset int) *CompletionLogprobs {
+	return LegacyLogprobsAt(entries, &TextPos{n: offset})
+}
+
+// LegacyLogprobsAt is LegacyLogprobs from the position pos, which it
+// advances past the entries' tokens: a caller converting a stream chunk by
+// chunk keeps one TextPos per choice (advanced past any text that has no
+// logprobs, such as the echoed prompt).
+func LegacyLogprobsAt(entries []LogprobEntry, pos *TextPos) *CompletionLogprobs {
 	out := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
 	for _, e := range entries {
 		out.Tokens = append(out.Tokens, e.Token)
@@ -195,8 +240,8 @@ func LegacyLogprobs(entries []LogprobEntry, offset int) *CompletionLogprobs {
 			}
 		}
 		out.TopLogprobs = append(out.TopLogprobs, top)
-		out.TextOffset = append(out.TextOffset, offset)
-		offset += len(e.Token)
+		out.TextOffset = append(out.TextOffset, pos.Offset())
+		pos.Advance(e.Token)
 	}
 	return out
 }

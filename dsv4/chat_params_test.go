@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -269,6 +270,143 @@ func TestStopTokenIDsText(t *testing.T) {
 			}
 			if text.String() != tc.content {
 				t.Errorf("streamed %q, want %q", text.String(), tc.content)
+			}
+		})
+	}
+}
+
+// TestIncludeStopStrInOutput: vLLM's include_stop_str_in_output (default
+// false) keeps a matched stop string in the text (cut after it:
+// StopChecker.check_stop_strings with include_in_output) and detokenizes a
+// non-special stop token (vllm/v1/engine/detokenizer.py skips the last
+// token of a stop-terminated step only without it; skip_special_tokens
+// still drops a special one, EOS included). finish_reason stays "stop" and
+// matched_stop the string or id; chat and completions, streamed or not,
+// give the same text.
+func TestIncludeStopStrInOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		script  string
+		fields  string // JSON fields added to the request
+		text    string
+		matched any
+	}{
+		{"stop string off", "one two three", `"stop":[" thr","zzz"]`, "one two", " thr"},
+		{"stop string on", "one two three", `"stop":[" thr","zzz"],"include_stop_str_in_output":true`, "one two thr", " thr"},
+		{"stop string explicit false", "one two three", `"stop":[" thr"],"include_stop_str_in_output":false`, "one two", " thr"},
+		{"stop string in one token on", "abcdef", `"stop":["c"],"include_stop_str_in_output":true`, "abc", "c"},
+		{"non-ascii stop string on", "héllo 世界!", `"stop":["世"],"include_stop_str_in_output":true`, "héllo 世", "世"},
+		{"stop token off", "ab9cd", `"stop_token_ids":[57]`, "ab", int32('9')},
+		{"stop token on", "ab9cd", `"stop_token_ids":[57],"include_stop_str_in_output":true`, "ab9", int32('9')},
+		{"special stop token on", "ab<A>cd", `"stop_token_ids":[258],"include_stop_str_in_output":true`, "ab", int32(fakeAsst)},
+		{"eos on", "ab", `"include_stop_str_in_output":true`, "ab", int32(fakeEOS)},
+		{"no stop on", "abc", `"stop":["zz"],"include_stop_str_in_output":true`, "abc", int32(fakeEOS)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFakeEngine(&fakeBackend{script: scriptText(tc.script)}, EngineOptions{})
+			defer closeEngine(t, e)
+			check := func(kind, text, finish string, matched any) {
+				t.Helper()
+				if text != tc.text || finish != "stop" || matched != tc.matched {
+					t.Errorf("%s: text %q finish %q matched %v; want %q stop %v", kind, text, finish, matched, tc.text, tc.matched)
+				}
+			}
+			// chat, non-streamed and streamed
+			var cr ChatRequest
+			if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0,"max_tokens":32,`+tc.fields+`}`), &cr); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := e.Chat(context.Background(), &cr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := resp.Choices[0]
+			content := ""
+			if c.Message.Content != nil {
+				content = *c.Message.Content
+			}
+			check("chat", content, c.FinishReason, c.MatchedStop)
+			stream, err := e.ChatStream(context.Background(), &cr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, finish, matched := streamText(t, stream)
+			check("chat stream", text, finish, matched)
+			// completions (prompt ends with the fake assistant token, where
+			// the script starts), streamed deltas only: the server's
+			// non-streamed response is their concatenation
+			var pr CompletionRequest
+			if err := json.Unmarshal([]byte(`{"prompt":"q<A>","temperature":0,"max_tokens":32,`+tc.fields+`}`), &pr); err != nil {
+				t.Fatal(err)
+			}
+			cs, err := e.CompleteStream(context.Background(), &pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, finish, matched = streamText(t, cs)
+			check("completion", text, finish, matched)
+		})
+	}
+}
+
+// streamText concatenates a one-choice stream's content deltas and returns
+// its finish reason and matched stop.
+func streamText(t *testing.T, stream func(func(*ChatChunk, error) bool)) (string, string, any) {
+	t.Helper()
+	var text strings.Builder
+	finish := ""
+	var matched any
+	for ch, err := range stream {
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(ch.Delta.Content)
+		if ch.FinishReason != "" {
+			finish, matched = ch.FinishReason, ch.MatchedStop
+		}
+	}
+	return text.String(), finish, matched
+}
+
+// TestTextOffsetCodePoints: text_offset counts code points, as vLLM's
+// len() of Python strs, not bytes; a token that splits a UTF-8 character
+// (byte-level BPE) is held until the character completes, so the token
+// continuing it starts at that character, and the offsets of one stream
+// fed in pieces equal those of the whole.
+func TestTextOffsetCodePoints(t *testing.T) {
+	sh := "世" // 3 bytes: split over tokens below
+	for _, tc := range []struct {
+		name   string
+		start  int
+		tokens []string
+		want   []int
+		end    int
+	}{
+		{"ascii", 0, []string{"ab", "c", " d"}, []int{0, 2, 3}, 5},
+		{"latin accents", 0, []string{"h", "é", "llo"}, []int{0, 1, 2}, 5},
+		{"cjk tokens", 6, []string{"世界", "!", "é"}, []int{6, 8, 9}, 10},
+		{"split character", 0, []string{"a", sh[:2], sh[2:], "b"}, []int{0, 1, 1, 2}, 3},
+		{"split in three", 1, []string{sh[:1], sh[1:2], sh[2:] + "x"}, []int{1, 1, 1}, 3},
+		{"invalid byte", 0, []string{"\xff", "a"}, []int{0, 1}, 2},
+		{"empty token", 0, []string{"", "a"}, []int{0, 0}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var entries []LogprobEntry
+			for _, s := range tc.tokens {
+				entries = append(entries, LogprobEntry{Token: s})
+			}
+			whole := LegacyLogprobs(entries, tc.start)
+			if !slices.Equal(whole.TextOffset, tc.want) {
+				t.Errorf("whole: offsets %v, want %v", whole.TextOffset, tc.want)
+			}
+			pos := &TextPos{}
+			pos.Advance(strings.Repeat("x", tc.start))
+			var pieces []int
+			for _, e := range entries {
+				pieces = append(pieces, LegacyLogprobsAt([]LogprobEntry{e}, pos).TextOffset...)
+			}
+			if !slices.Equal(pieces, tc.want) || pos.Offset() != tc.end {
+				t.Errorf("pieces: offsets %v end %d, want %v %d", pieces, pos.Offset(), tc.want, tc.end)
 			}
 		})
 	}

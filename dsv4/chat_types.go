@@ -97,6 +97,9 @@ type RequestSampling struct {
 	StopTokenIDs      []int32            `json:"stop_token_ids,omitempty"`
 	IgnoreEOS         bool               `json:"ignore_eos,omitempty"`
 	N                 *int               `json:"n,omitempty"`
+	// IncludeStopStrInOutput is vLLM's include_stop_str_in_output extra
+	// field (default false): see SamplingParams.IncludeStopStrInOutput.
+	IncludeStopStrInOutput bool `json:"include_stop_str_in_output,omitempty"`
 }
 
 // StreamOptions are OpenAI's stream_options.

@@ -183,6 +183,9 @@ func (fakeTok) TokenString(id int32) string {
 	return ""
 }
 
+// IsSpecial: "<eos>" and "<A>" are special; "</think>" is not.
+func (fakeTok) IsSpecial(id int32) bool { return id == fakeEOS || id == fakeAsst }
+
 func (t fakeTok) NewDecoder() tokenDecoder { return &fakeDecoder{} }
 
 type fakeDecoder struct{ held []byte }

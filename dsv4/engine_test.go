@@ -459,24 +459,40 @@ func TestChatInvalid(t *testing.T) {
 	}
 }
 
+// TestStopMatcher: without include the match and what follows it are cut
+// (OpenAI); with include (vLLM's include_stop_str_in_output) the text is
+// cut after the match, nothing is held back, and a match spanning pushes
+// is still found (vLLM's StopChecker.check_stop_strings searches the tail
+// of the text already released).
 func TestStopMatcher(t *testing.T) {
 	for _, tt := range []struct {
-		chunks []string
-		stops  []string
-		out    string
-		hit    string
+		chunks  []string
+		stops   []string
+		include bool
+		out     string
+		hit     string
 	}{
-		{[]string{"ab", "cd", "ef"}, []string{"cde"}, "ab", "cde"},
-		{[]string{"a", "b", "c"}, []string{"x"}, "abc", ""},
-		{[]string{"hel", "lo wo", "rld"}, []string{"o w", "ld"}, "hell", "o w"},
-		{[]string{"aaab"}, []string{"aab"}, "a", "aab"},
-		{[]string{"ü", "ber"}, []string{"übe"}, "", "übe"},
+		{[]string{"ab", "cd", "ef"}, []string{"cde"}, false, "ab", "cde"},
+		{[]string{"a", "b", "c"}, []string{"x"}, false, "abc", ""},
+		{[]string{"hel", "lo wo", "rld"}, []string{"o w", "ld"}, false, "hell", "o w"},
+		{[]string{"aaab"}, []string{"aab"}, false, "a", "aab"},
+		{[]string{"ü", "ber"}, []string{"übe"}, false, "", "übe"},
+		{[]string{"ab", "cd", "ef"}, []string{"cde"}, true, "abcde", "cde"},
+		{[]string{"a", "b", "c"}, []string{"x"}, true, "abc", ""},
+		{[]string{"hel", "lo wo", "rld"}, []string{"o w", "ld"}, true, "hello w", "o w"},
+		{[]string{"aaab"}, []string{"aab"}, true, "aaab", "aab"},
+		{[]string{"ü", "ber"}, []string{"übe"}, true, "übe", "übe"},
+		{[]string{"x", "y", "z", "w"}, []string{"xyz"}, true, "xyz", "xyz"},
+		{[]string{"世", "界!"}, []string{"界"}, true, "世界", "界"},
 	} {
-		m := newStopMatcher(tt.stops)
+		m := newStopMatcher(tt.stops, tt.include)
 		var out strings.Builder
 		hit := ""
 		for _, c := range tt.chunks {
 			s, h := m.push(c)
+			if tt.include && h == "" && s != c {
+				t.Errorf("%v / %v include: push(%q) released %q, want all of it", tt.chunks, tt.stops, c, s)
+			}
 			out.WriteString(s)
 			if h != "" {
 				hit = h
@@ -487,7 +503,7 @@ func TestStopMatcher(t *testing.T) {
 			out.WriteString(m.flush())
 		}
 		if out.String() != tt.out || hit != tt.hit {
-			t.Errorf("%v / %v: got %q %q, want %q %q", tt.chunks, tt.stops, out.String(), hit, tt.out, tt.hit)
+			t.Errorf("%v / %v include=%v: got %q %q, want %q %q", tt.chunks, tt.stops, tt.include, out.String(), hit, tt.out, tt.hit)
 		}
 	}
 }

@@ -61,20 +61,32 @@ type SamplingParams struct {
 	// tokens.
 	MinTokens int
 	// StopTokenIDs end the output when generated (in addition to the model's
-	// EOS unless IgnoreEOS). The stop token is not part of the text, special
-	// or not, as in vLLM's V1 engine (vllm/v1/engine/detokenizer.py: a
+	// EOS unless IgnoreEOS). By default the stop token is not part of the
+	// text, special or not, as in vLLM's V1 engine
+	// (vllm/v1/engine/detokenizer.py, BaseIncrementalDetokenizer.update: a
 	// stop-terminated step's last token is not detokenized unless
 	// include_stop_str_in_output) and SGLang (trim_matched_stop drops a
-	// matched stop token unless no_stop_trim); its logprob is reported and
-	// it counts in completion_tokens. vLLM's SamplingParams docstring ("the
-	// returned output will contain the stop tokens unless the stop tokens
-	// are special tokens") describes the removed V0 engine.
+	// matched stop token unless no_stop_trim); with IncludeStopStrInOutput
+	// it is. Its logprob is reported and it counts in completion_tokens.
+	// vLLM's SamplingParams docstring ("the returned output will contain the
+	// stop tokens unless the stop tokens are special tokens") describes the
+	// removed V0 engine.
 	StopTokenIDs []int32
 	// IgnoreEOS keeps generating past the model's EOS token.
 	IgnoreEOS bool
 	// Stop strings end the output when they appear in the detokenized text;
-	// the match is removed from the text (OpenAI semantics). At most 16.
+	// the match is removed from the text (OpenAI semantics) unless
+	// IncludeStopStrInOutput. At most 16.
 	Stop []string
+	// IncludeStopStrInOutput (vLLM's include_stop_str_in_output, default
+	// false) keeps what ended the output in the text: a matched stop string
+	// stays (the text is cut after it instead of before it, as vLLM's
+	// StopChecker.check_stop_strings with include_in_output), and a stop
+	// token (EOS or a StopTokenIDs id) is detokenized like any other token
+	// unless it is a special token (vLLM's V1 detokenizer then decodes it,
+	// and skip_special_tokens, on by default, drops a special one).
+	// finish_reason stays "stop" and matched_stop the string or id.
+	IncludeStopStrInOutput bool
 
 	// Logprobs requests the log-probability of each generated token;
 	// TopLogprobs (0..20) the most likely alternatives at each position.

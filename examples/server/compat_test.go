@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/tokenizer"
@@ -238,28 +240,75 @@ func TestStopTokenIDsStreamAgree(t *testing.T) {
 	}
 }
 
+// TestIncludeStopStrInOutputServer: vLLM's include_stop_str_in_output
+// request field keeps a matched stop string, and a non-special stop token,
+// in the text; finish_reason "stop" and matched_stop are unchanged, and the
+// streamed deltas add up to the non-streamed text, for chat and
+// completions.
+func TestIncludeStopStrInOutputServer(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	ans := ts.b.tok.Encode("You said: héllo 世界", tokenizer.EncodeOptions{})
+	stop := ans[1] // " said"
+	ids := `,"stop_token_ids":[` + itoa(int(stop)) + `]`
+	for _, tc := range []struct {
+		name, fields, text string
+		matched            any
+	}{
+		{"stop string dropped", `,"stop":["llo 世"]`, "You said: hé", "llo 世"},
+		{"stop string kept", `,"stop":["llo 世"],"include_stop_str_in_output":true`, "You said: héllo 世", "llo 世"},
+		{"stop token dropped", ids, "You", float64(stop)},
+		{"stop token kept", ids + `,"include_stop_str_in_output":true`, "You said", float64(stop)},
+		{"eos kept out", `,"include_stop_str_in_output":true`, "You said: héllo 世界", float64(idEOS)},
+	} {
+		for _, ep := range []struct{ path, body string }{
+			{"/v1/chat/completions", `{"messages":[{"role":"user","content":"héllo 世界"}],"temperature":0` + tc.fields + `}`},
+			{"/v1/completions", `{"prompt":"<｜User｜>héllo 世界<｜Assistant｜></think>","temperature":0,"max_tokens":30` + tc.fields + `}`},
+		} {
+			for _, stream := range []bool{false, true} {
+				c := generate(t, ts.URL, ep.path, ep.body, stream)[0]
+				if c.Text != tc.text || c.Finish != "stop" || c.Matched != tc.matched {
+					t.Errorf("%s %s stream=%v: text %q finish %q matched %v; want %q stop %v", tc.name, ep.path, stream, c.Text, c.Finish, c.Matched, tc.text, tc.matched)
+				}
+			}
+		}
+	}
+}
+
 // TestEchoTextOffset: with echo, a completion's logprobs text_offset values
 // are positions in the returned text, the echoed prompt included (vLLM's
-// text_offset); each offset is where that token's text starts, and the
-// stop token's (reported, not in the text) is the text's end.
+// text_offset), counted in code points as vLLM counts Python strs, not
+// bytes; each offset is where that token's text starts, and the stop
+// token's (reported, not in the text) is the text's end. The prompts carry
+// non-ASCII text ("｜" of the special tokens, "héllo 世界" echoed back by
+// the mock), so a byte count would differ; streamed and non-streamed
+// offsets are the same.
 func TestEchoTextOffset(t *testing.T) {
 	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
 	prompt := "<｜User｜>Hello<｜Assistant｜></think>"
+	uprompt := "<｜User｜>héllo 世界 ☃<｜Assistant｜></think>"
 	ids := ts.b.tok.Encode(prompt, tokenizer.EncodeOptions{})
 	idsJSON, _ := json.Marshal(ids)
+	uids := ts.b.tok.Encode(uprompt, tokenizer.EncodeOptions{})
+	uidsJSON, _ := json.Marshal(uids)
+	runes := func(s string) int { return len([]rune(s)) }
 	for _, tc := range []struct {
 		name, prompt string
+		echoed       string // the prompt's text
 		echo         bool
 		n            int
 		start        int // the first token's offset
 	}{
-		{"text echo", `"` + prompt + `"`, true, 1, len(prompt)},
-		{"ids echo", string(idsJSON), true, 1, len(prompt)},
-		{"no echo", `"` + prompt + `"`, false, 1, 0},
-		{"echo n=2", `"` + prompt + `"`, true, 2, len(prompt)},
+		{"text echo", `"` + prompt + `"`, prompt, true, 1, runes(prompt)},
+		{"ids echo", string(idsJSON), prompt, true, 1, runes(prompt)},
+		{"no echo", `"` + prompt + `"`, prompt, false, 1, 0},
+		{"echo n=2", `"` + prompt + `"`, prompt, true, 2, runes(prompt)},
+		{"non-ascii text echo", `"` + uprompt + `"`, uprompt, true, 1, runes(uprompt)},
+		{"non-ascii ids echo", string(uidsJSON), uprompt, true, 1, runes(uprompt)},
+		{"non-ascii no echo", `"` + uprompt + `"`, uprompt, false, 1, 0},
 	} {
-		for _, stream := range []bool{false, true} {
-			body := `{"prompt":` + tc.prompt + `,"temperature":0,"logprobs":1,"max_tokens":6,"n":` + itoa(tc.n)
+		var offsets [2][]int
+		for si, stream := range []bool{false, true} {
+			body := `{"prompt":` + tc.prompt + `,"temperature":0,"logprobs":1,"max_tokens":20,"n":` + itoa(tc.n)
 			if tc.echo {
 				body += `,"echo":true`
 			}
@@ -268,6 +317,7 @@ func TestEchoTextOffset(t *testing.T) {
 			if len(choices) != tc.n {
 				t.Fatalf("%s: %d choices", tc.name, len(choices))
 			}
+			offsets[si] = choices[0].TextOffset
 			for i, c := range choices {
 				if len(c.TextOffset) == 0 || len(c.TextOffset) != len(c.Tokens) {
 					t.Fatalf("%s stream=%v choice %d: offsets %v tokens %q", tc.name, stream, i, c.TextOffset, c.Tokens)
@@ -275,22 +325,39 @@ func TestEchoTextOffset(t *testing.T) {
 				if c.TextOffset[0] != tc.start {
 					t.Errorf("%s stream=%v choice %d: first offset %d, want %d", tc.name, stream, i, c.TextOffset[0], tc.start)
 				}
-				if tc.echo && !strings.HasPrefix(c.Text, prompt) {
+				if tc.echo && !strings.HasPrefix(c.Text, tc.echoed) {
 					t.Errorf("%s: text %q does not start with the prompt", tc.name, c.Text)
 				}
+				text := []rune(c.Text)
+				splits := 0
 				for k, off := range c.TextOffset {
 					if k == len(c.TextOffset)-1 && c.Finish == "stop" {
 						// the stop token (EOS): reported, not in the text
-						if off != len(c.Text) {
-							t.Errorf("%s stream=%v choice %d: stop token at %d, want the text's end %d", tc.name, stream, i, off, len(c.Text))
+						if off != len(text) {
+							t.Errorf("%s stream=%v choice %d: stop token at %d, want the text's end %d", tc.name, stream, i, off, len(text))
 						}
 						continue
 					}
-					if off > len(c.Text) || !strings.HasPrefix(c.Text[off:], c.Tokens[k]) {
+					// A byte-level token holding part of a character ("☃"
+					// is split) reads U+FFFD on the wire: only its whole
+					// characters are checked (a token continuing a
+					// character has that character's offset: dsv4.TextPos).
+					tok := c.Tokens[k]
+					if j := strings.IndexRune(tok, utf8.RuneError); j >= 0 {
+						tok = tok[:j]
+						splits++
+					}
+					if off > len(text) || !strings.HasPrefix(string(text[off:]), tok) {
 						t.Errorf("%s stream=%v choice %d: token %d %q not at offset %d of %q", tc.name, stream, i, k, c.Tokens[k], off, c.Text)
 					}
 				}
+				if tc.echoed == uprompt && splits == 0 {
+					t.Errorf("%s: no token splits a character (tokens %q): the case is not covered", tc.name, c.Tokens)
+				}
 			}
+		}
+		if !slices.Equal(offsets[0], offsets[1]) {
+			t.Errorf("%s: offsets %v, streamed %v", tc.name, offsets[0], offsets[1])
 		}
 	}
 }

@@ -46,7 +46,9 @@
 // Flags follow SGLang's names where one exists (--model-path, --host,
 // --port, --served-model-name, --api-key, --reasoning-parser,
 // --tool-call-parser, --chat-template, --max-running-requests,
-// --chunked-prefill-size, --context-length). Errors are OpenAI error objects
+// --chunked-prefill-size, --context-length), or vLLM's where SGLang has
+// none (--disable-log-requests: each chat or completions request is
+// otherwise logged at INFO when it finishes, without its prompt). Errors are OpenAI error objects
 // ({"error": {"message", "type", "param", "code"}}) with 4xx/5xx status
 // codes; unknown request fields are ignored. SIGINT/SIGTERM drains: /health
 // turns 503, new requests are refused, running ones finish (up to
@@ -123,6 +125,7 @@ func run() error {
 		maxBody        = flag.Int64("max-body-bytes", 8<<20, "request body limit")
 		drainTimeout   = flag.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for running requests")
 		logLevel       = flag.String("log-level", "info", "debug, info, warn, error")
+		noLogRequests  = flag.Bool("disable-log-requests", false, "do not log each chat / completions request (one INFO line when it finishes: status, ids, token counts, finish reasons, timings; never the prompt), as vLLM's --disable-log-requests")
 		tokenizerPath  = flag.String("tokenizer-path", "", "tokenizer directory (default: the model's)")
 		mock           = flag.Bool("mock", false, "serve a scripted stand-in model (DeepSeek-V4 vocabulary, no checkpoint) for client tests")
 		mockDelay      = flag.Duration("mock-delay", 0, "with --mock: time per decode step")
@@ -231,7 +234,7 @@ func run() error {
 		}
 	}
 	srv := NewServer(eng, ServerConfig{ModelName: name, Aliases: []string{*modelPath}, APIKey: *apiKey,
-		MaxBodyBytes: *maxBody, MaxTokens: *contextLen, Logger: log})
+		MaxBodyBytes: *maxBody, MaxTokens: *contextLen, Logger: log, DisableLogRequests: *noLogRequests})
 	hs := httpserve.New(srv.Handler(), httpserve.Timeouts{ReadHeader: *hdrTimeout, Body: *bodyTimeout, Idle: *idleTimeout})
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {

@@ -71,6 +71,7 @@ type observer struct {
 	last   time.Time
 	first  bool
 	closed bool
+	rec    *reqRecord // the request's log record (nil: none)
 }
 
 func (m *metrics) observer(start time.Time) *observer {
@@ -88,6 +89,9 @@ func (o *observer) chunk(ch *dsv4.ChatChunk) {
 	if !o.first {
 		o.first = true
 		o.m.ttft.Observe(now.Sub(o.start).Seconds())
+		if o.rec != nil {
+			o.rec.first = now
+		}
 	} else {
 		o.m.itl.Observe(now.Sub(o.last).Seconds())
 	}
@@ -107,6 +111,9 @@ func (o *observer) doneReasons(u dsv4.Usage, reasons []string) {
 		return
 	}
 	o.closed = true
+	if o.rec != nil {
+		o.rec.usage, o.rec.finishes = u, reasons
+	}
 	o.m.e2e.Observe(time.Since(o.start).Seconds())
 	o.m.promptTokens.Add(float64(u.PromptTokens))
 	o.m.genTokens.Add(float64(u.CompletionTokens))

@@ -29,6 +29,7 @@ type Server struct {
 	maxBodyBytes int64
 	maxTokens    int // upper limit of max_tokens (0: the context length)
 	log          *slog.Logger
+	logRequests  bool // one INFO line per generation request
 	created      int64
 	draining     atomic.Bool
 
@@ -44,6 +45,10 @@ type ServerConfig struct {
 	MaxBodyBytes int64    // request body limit; default 8 MiB
 	MaxTokens    int      // limit of max_tokens; default the context length
 	Logger       *slog.Logger
+	// DisableLogRequests turns off the per-request log line (vLLM's
+	// --disable-log-requests): by default each chat and completions
+	// request, once finished, is logged at INFO on Logger (see logged).
+	DisableLogRequests bool
 }
 
 // NewServer wraps eng.
@@ -57,7 +62,7 @@ func NewServer(eng *dsv4.Engine, cfg ServerConfig) *Server {
 	s := &Server{
 		eng: eng, modelName: cfg.ModelName, apiKey: cfg.APIKey,
 		maxBodyBytes: cfg.MaxBodyBytes, maxTokens: cfg.MaxTokens, log: cfg.Logger,
-		created: time.Now().Unix(), aliases: map[string]bool{},
+		created: time.Now().Unix(), aliases: map[string]bool{}, logRequests: !cfg.DisableLogRequests,
 		reg: prometheus.NewRegistry(),
 	}
 	for _, a := range cfg.Aliases {
@@ -73,8 +78,8 @@ func NewServer(eng *dsv4.Engine, cfg ServerConfig) *Server {
 // Handler returns the HTTP routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", s.auth(s.post(s.chatCompletions)))
-	mux.HandleFunc("/v1/completions", s.auth(s.post(s.completions)))
+	mux.HandleFunc("/v1/chat/completions", s.logged(s.auth(s.post(s.chatCompletions))))
+	mux.HandleFunc("/v1/completions", s.logged(s.auth(s.post(s.completions))))
 	mux.HandleFunc("/v1/models", s.auth(s.models))
 	mux.HandleFunc("/v1/models/{id...}", s.auth(s.model))
 	mux.HandleFunc("/tokenize", s.auth(s.post(s.tokenize)))
@@ -203,7 +208,10 @@ type chatChunkUsageJSON struct {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req dsv4.ChatRequest
-	if !decodeJSON(w, body, &req) || !s.checkModel(w, req.Model) {
+	rec := requestRecord(r)
+	ok := decodeJSON(w, body, &req)
+	rec.model = req.Model
+	if !ok || !s.checkModel(w, req.Model) {
 		s.m.errors.WithLabelValues("chat", "400").Inc()
 		return
 	}
@@ -218,7 +226,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		return
 	}
 	id, created := openaiwire.NewID("chatcmpl-"), time.Now().Unix()
+	rec.id = id
 	obs := s.m.observer(t0)
+	obs.rec = rec
 	if !req.Stream {
 		var acc dsv4.ChatAccumulator
 		for ch, err := range stream {
@@ -338,7 +348,10 @@ type completionJSON struct {
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req dsv4.CompletionRequest
-	if !decodeJSON(w, body, &req) || !s.checkModel(w, req.Model) {
+	rec := requestRecord(r)
+	ok := decodeJSON(w, body, &req)
+	rec.model = req.Model
+	if !ok || !s.checkModel(w, req.Model) {
 		s.m.errors.WithLabelValues("completions", "400").Inc()
 		return
 	}
@@ -353,22 +366,26 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		return
 	}
 	id, created := openaiwire.NewID("cmpl-"), time.Now().Unix()
+	rec.id = id
 	obs := s.m.observer(t0)
+	obs.rec = rec
 	// offsets[i] is where choice i's next token starts in its returned
 	// text: after the echoed prompt (a text chunk with no logprobs, which
-	// CompleteStream sends first) and the tokens before it, each counted
-	// by its token's length, as vLLM's text_offset.
-	offsets := map[int]int{}
+	// CompleteStream sends first) and the tokens before it, in code points
+	// as vLLM's text_offset (dsv4.TextPos). Streamed or not, the offsets
+	// are the same.
+	offsets := map[int]*dsv4.TextPos{}
 	logprobs := func(ch *dsv4.ChatChunk) *dsv4.CompletionLogprobs {
+		pos := offsets[ch.Index]
+		if pos == nil {
+			pos = &dsv4.TextPos{}
+			offsets[ch.Index] = pos
+		}
 		if ch.Logprobs == nil {
-			offsets[ch.Index] += len(ch.Delta.Content)
+			pos.Advance(ch.Delta.Content)
 			return nil
 		}
-		lp := dsv4.LegacyLogprobs(ch.Logprobs.Content, offsets[ch.Index])
-		if n := len(lp.Tokens); n > 0 {
-			offsets[ch.Index] = lp.TextOffset[n-1] + len(lp.Tokens[n-1])
-		}
-		return lp
+		return dsv4.LegacyLogprobsAt(ch.Logprobs.Content, pos)
 	}
 	if !req.Stream {
 		var choices []completionChoiceJSON
@@ -455,4 +472,101 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// reqRecord is what a generation request's log line reports, filled in by
+// the handler as it goes (see logged). It never holds prompt text.
+type reqRecord struct {
+	id       string // the response id ("" when none was made: an error)
+	model    string // the "model" the request named ("": the served one)
+	usage    dsv4.Usage
+	finishes []string
+	first    time.Time // the first output chunk (zero: none)
+}
+
+type reqRecordKey struct{}
+
+// requestRecord returns r's record, or a throwaway one when r is not
+// logged.
+func requestRecord(r *http.Request) *reqRecord {
+	if rec, ok := r.Context().Value(reqRecordKey{}).(*reqRecord); ok {
+		return rec
+	}
+	return &reqRecord{}
+}
+
+// statusWriter remembers the status written through it; Unwrap lets
+// http.ResponseController reach the connection's Flush.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// logged logs each finished generation request as one INFO line, as vLLM
+// logs every request unless --disable-log-requests
+// (vllm/entrypoints/logger.py RequestLogger; here one line at the end
+// rather than one at arrival, so that it can carry the outcome): method,
+// path, status, request_id (the response id; "" when the request failed
+// before one was made), model (the name the request gave, else the served
+// one), prompt_tokens, completion_tokens, finish_reasons (one per choice),
+// ttft_ms (arrival to the first output chunk; absent when there was no
+// output), duration_ms and remote_addr. Unlike vLLM's line it never holds
+// the prompt or its token ids. ServerConfig.DisableLogRequests turns it
+// off.
+func (s *Server) logged(h http.HandlerFunc) http.HandlerFunc {
+	if !s.logRequests {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &reqRecord{}
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r.WithContext(context.WithValue(r.Context(), reqRecordKey{}, rec)))
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		model := rec.model
+		if model == "" {
+			model = s.modelName
+		}
+		finishes := rec.finishes
+		if finishes == nil {
+			finishes = []string{}
+		}
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		attrs := []slog.Attr{
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.String("request_id", rec.id),
+			slog.String("model", model),
+			slog.Int("prompt_tokens", rec.usage.PromptTokens),
+			slog.Int("completion_tokens", rec.usage.CompletionTokens),
+			slog.Any("finish_reasons", finishes),
+		}
+		if !rec.first.IsZero() {
+			attrs = append(attrs, slog.Float64("ttft_ms", ms(rec.first.Sub(start))))
+		}
+		attrs = append(attrs,
+			slog.Float64("duration_ms", ms(time.Since(start))),
+			slog.String("remote_addr", r.RemoteAddr))
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	}
 }

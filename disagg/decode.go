@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
+	"github.com/dsv4go/dsv4go/internal/tokenizeapi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -33,9 +34,10 @@ type DecodeConfig struct {
 	// Aliases are other names accepted in "model" (e.g. the model path).
 	Aliases []string
 	// APIKey, when set, is required as "Authorization: Bearer APIKey" on
-	// /v1/* (401 invalid_api_key otherwise, as examples/server's --api-key;
-	// the router sends it with RouterConfig.WorkerAPIKey); /health,
-	// /server_info and /metrics stay open.
+	// /v1/*, /tokenize and /detokenize (401 invalid_api_key otherwise, as
+	// examples/server's --api-key; the router sends it with
+	// RouterConfig.WorkerAPIKey); /health, /server_info and /metrics stay
+	// open.
 	APIKey string
 	// EngineOptions configure the decode engine (StepTokens is overridden:
 	// a prompt must reach the backend in one call).
@@ -90,9 +92,13 @@ type DecodeConfig struct {
 // A client disconnect cancels the fetch (aborting the room on the prefill
 // side) or the generation.
 //
-// GET /health, /server_info, /v1/models and /metrics are served too (other
-// paths get a 404 OpenAI error object); the live-state
-// gauge dsv4_disagg_decode_rooms returns to 0 when no request is in flight.
+// GET /health, /server_info, /v1/models, /v1/models/{id} and /metrics
+// are served too, and vLLM's POST /tokenize and /detokenize (behind
+// APIKey; the same code and answers as examples/server's, through
+// internal/tokenizeapi: the ids the decode engine would prefill, the
+// served context as max_model_len); other paths get a 404 OpenAI error
+// object. The live-state gauge dsv4_disagg_decode_rooms returns to 0 when
+// no request is in flight.
 type DecodeServer struct {
 	cfg  DecodeConfig
 	lim  Limits // what a transferred stream may hold (LimitsFor)
@@ -193,6 +199,10 @@ func (d *DecodeServer) Handler() http.Handler {
 	mux.Handle("/v1/chat/completions", openaierr.BearerAuth(d.cfg.APIKey, http.HandlerFunc(d.chat)))
 	mux.Handle("/v1/models", openaierr.BearerAuth(d.cfg.APIKey, serveModels(d.cfg.Name, d.created, d.back.MaxContext())))
 	mux.Handle("/v1/models/{id...}", openaierr.BearerAuth(d.cfg.APIKey, serveModel(d.cfg.Name, d.cfg.Aliases, d.created, d.back.MaxContext())))
+	tok := &tokenizeapi.API{Engine: d.eng, Model: d.cfg.Name, Aliases: d.cfg.Aliases,
+		MaxModelLen: d.back.MaxContext(), MaxBodyBytes: MaxBodyBytes}
+	mux.Handle("/tokenize", openaierr.BearerAuth(d.cfg.APIKey, tok.TokenizeHandler()))
+	mux.Handle("/detokenize", openaierr.BearerAuth(d.cfg.APIKey, tok.DetokenizeHandler()))
 	mux.HandleFunc("/", notFound)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {

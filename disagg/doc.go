@@ -37,8 +37,10 @@
 //     server and a per-room state machine with timeouts, leases and aborts.
 //   - Router: the OpenAI-compatible front in regular or PD mode, with
 //     selection policies, health checks, circuit breakers and Prometheus
-//     metrics. In regular mode it also passes vLLM's utility endpoints
-//     through to a worker (POST /tokenize and /detokenize, GET /version);
+//     metrics. It also passes vLLM's utility endpoints through: POST
+//     /tokenize and /detokenize to a worker in regular mode and to a decode
+//     server in PD mode (DecodeServer answers them with examples/server's
+//     code, package internal/tokenizeapi), GET /version in regular mode;
 //     GET /v1/models/{id} is relayed in both modes (the prefill and decode
 //     servers answer it too).
 //

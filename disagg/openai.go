@@ -1,7 +1,6 @@
 package disagg
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,27 +26,20 @@ func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 
 // apiError maps an engine, transfer or request error to the HTTP status and
 // OpenAI error object the servers answer (status, type, param and code as
-// examples/server answers the same engine errors).
+// examples/server answers the same engine errors: openaierr.FromEngine).
 func apiError(err error) *openaierr.Error {
+	var oe *openaierr.Error
+	if errors.As(err, &oe) {
+		return &openaierr.Error{Status: oe.Status, Type: oe.Type, Param: oe.Param, Code: oe.Code, Message: err.Error()}
+	}
+	// The engine's own errors first (a rejection wrapped in an aborted room is
+	// still the client's 400), then the transfer's, then a cancellation.
+	if f := openaierr.FromEngine(err); f.Status != http.StatusInternalServerError && f.Code != "cancelled" {
+		return f
+	}
 	e := &openaierr.Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()}
 	set := func(st int, typ, param, code string) { e.Status, e.Type, e.Param, e.Code = st, typ, param, code }
-	var oe *openaierr.Error
-	var pe *dsv4.ParamError
 	switch {
-	case errors.As(err, &oe):
-		set(oe.Status, oe.Type, oe.Param, oe.Code)
-	case errors.As(err, &pe):
-		set(http.StatusBadRequest, "invalid_request_error", pe.Param, "")
-	case errors.Is(err, dsv4.ErrInvalidParams):
-		set(http.StatusBadRequest, "invalid_request_error", "", "")
-	case errors.Is(err, dsv4.ErrTemplateLimit):
-		set(http.StatusBadRequest, "invalid_request_error", "messages", "template_limit_exceeded")
-	case errors.Is(err, dsv4.ErrContextLength):
-		set(http.StatusBadRequest, "invalid_request_error", "messages", "context_length_exceeded")
-	case errors.Is(err, dsv4.ErrRequestTooLarge):
-		set(http.StatusBadRequest, "invalid_request_error", "max_tokens", "request_too_large")
-	case errors.Is(err, dsv4.ErrQueueFull), errors.Is(err, dsv4.ErrEngineClosed):
-		set(http.StatusServiceUnavailable, "service_unavailable", "", "overloaded")
 	case errors.Is(err, ErrIncompatible):
 		set(http.StatusBadGateway, "internal_error", "", "incompatible_peer")
 	case errors.Is(err, ErrAborted):
@@ -60,8 +52,8 @@ func apiError(err error) *openaierr.Error {
 		set(http.StatusForbidden, "invalid_request_error", "bootstrap_host", "bootstrap_host_not_allowed")
 	case errors.Is(err, ErrRoomInUse):
 		set(http.StatusConflict, "invalid_request_error", "bootstrap_room", "room_in_use")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		set(499, "invalid_request_error", "", "cancelled")
+	default:
+		return openaierr.FromEngine(err) // a cancellation (499), else 500
 	}
 	return e
 }

@@ -448,11 +448,12 @@ func compatible(a, b *Worker) bool {
 }
 
 // Handler returns the router's HTTP API: POST /v1/chat/completions (and, in
-// regular mode, /v1/completions and vLLM's POST /tokenize and /detokenize,
-// forwarded like completions, and GET /version, from the first healthy
+// regular mode, /v1/completions and GET /version, from the first healthy
 // worker that answers it; PD mode answers them 404 with an OpenAI error
-// object, code "unsupported_endpoint": the prefill/decode servers serve chat
-// only), GET /health, /v1/models (OpenAI list: from the first healthy
+// object, code "unsupported_endpoint"), vLLM's POST /tokenize and
+// /detokenize (forwarded like completions: in regular mode to a worker, in
+// PD mode to a healthy decode server, which tokenizes as examples/server
+// does), GET /health, /v1/models (OpenAI list: from the first healthy
 // worker that answers it, else from the workers' reported model names or
 // RouterConfig.ModelName), /v1/models/{id} (likewise: a worker's answer,
 // its 404 model_not_found included, else the router's own list),
@@ -682,7 +683,10 @@ type attemptErr struct {
 }
 
 func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
-	if rt.cfg.PD && r.URL.Path != "/v1/chat/completions" {
+	// In PD mode, /tokenize and /detokenize go to a decode server (it
+	// tokenizes as examples/server does); /v1/completions is not served.
+	utility := r.URL.Path == "/tokenize" || r.URL.Path == "/detokenize"
+	if rt.cfg.PD && r.URL.Path != "/v1/chat/completions" && !utility {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unsupported_endpoint",
 			r.URL.Path+" is not supported in PD mode: use /v1/chat/completions")
 		return
@@ -706,10 +710,13 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			rt.retries.Inc()
 		}
 		var ae *attemptErr
-		if rt.cfg.PD {
+		switch {
+		case rt.cfg.PD && utility:
+			ae = rt.attemptOne(w, r, raw, key, tried, t0, rt.polD, rt.decode)
+		case rt.cfg.PD:
 			ae = rt.attemptPD(w, r, raw, key, tried, t0)
-		} else {
-			ae = rt.attemptRegular(w, r, raw, key, tried, t0)
+		default:
+			ae = rt.attemptOne(w, r, raw, key, tried, t0, rt.polR, rt.regular)
 		}
 		if ae == nil {
 			rt.requests.WithLabelValues(mode, "ok").Inc()
@@ -773,8 +780,13 @@ func (rt *Router) setAuth(out, in *http.Request) {
 	}
 }
 
-func (rt *Router) attemptRegular(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time) *attemptErr {
-	wk := rt.pick(rt.polR, rt.regular, tried, key, nil)
+// attemptOne runs one attempt of a request that one worker answers whole:
+// any request in regular mode, /tokenize and /detokenize on a decode server
+// in PD mode. The worker is pol's pick among the healthy ws not yet tried;
+// the body goes as the client sent it (router-owned fields removed), with
+// setAuth's key, and the answer is relayed as the worker gave it.
+func (rt *Router) attemptOne(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time, pol Policy, ws []*Worker) *attemptErr {
+	wk := rt.pick(pol, ws, tried, key, nil)
 	if wk == nil {
 		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy workers left")}
 	}

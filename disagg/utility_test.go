@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dsv4go/dsv4go/dsv4"
 )
 
 // utilityWorker is a regular worker that records each request's method,
@@ -145,8 +148,10 @@ func TestRouterUtilityEndpoints(t *testing.T) {
 
 // TestPDUtilityEndpoints: the prefill and decode servers answer GET
 // /v1/models/{id} (name and aliases; 404 model_not_found otherwise), a PD
-// router relays the decode server's answer, and refuses /tokenize,
-// /detokenize and /version with 404 unsupported_endpoint.
+// router relays the decode server's answer; the decode server answers POST
+// /tokenize and /detokenize (the decode engine's ids and text) and a PD
+// router forwards them to it (same status and body), while /version and
+// /v1/completions stay 404 unsupported_endpoint in PD mode.
 func TestPDUtilityEndpoints(t *testing.T) {
 	pd := startPDWith(t, PrefillConfig{Aliases: []string{"models/dsv4-tiny"}}, DecodeConfig{Aliases: []string{"models/dsv4-tiny"}})
 	rpd := routerFor(t, RouterConfig{PD: true, Prefill: []PrefillWorker{{URL: pd.pURL, BootstrapPort: pd.bootPort}}, Decode: []string{pd.dURL}})
@@ -171,10 +176,133 @@ func TestPDUtilityEndpoints(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ method, path, body string }{
-		{"POST", "/tokenize", `{"prompt":"x"}`}, {"POST", "/detokenize", `{"tokens":[1]}`}, {"GET", "/version", ``},
+		{"GET", "/version", ``}, {"POST", "/v1/completions", `{"prompt":"x"}`},
 	} {
 		if st, b := do(t, tc.method, rpd+tc.path, tc.body); st != 404 || errCode(t, b) != "unsupported_endpoint" {
 			t.Errorf("PD %s %s: %d %s", tc.method, tc.path, st, b)
 		}
 	}
+
+	eng := pd.d.Engine()
+	promptIDs, err := eng.Tokenize("héllo world")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chatReq dsv4.ChatRequest
+	if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"x"}]}`), &chatReq); err != nil {
+		t.Fatal(err)
+	}
+	chatIDs, err := eng.ChatPrompt(&chatReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := eng.Detokenize(chatIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsJSON := func(ids []int32) string { b, _ := json.Marshal(ids); return string(b) }
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		want             string // the whole body (200) or the error code / param
+	}{
+		{"tokenize prompt", "/tokenize", `{"prompt":"héllo world","add_special_tokens":true}`, 200,
+			`{"count":` + strconv.Itoa(len(promptIDs)) + `,"max_model_len":` + strconv.Itoa(eng.MaxContext()) + `,"tokens":` + idsJSON(promptIDs) + `,"token_strs":null}`},
+		{"tokenize chat", "/tokenize", `{"model":"models/dsv4-tiny","messages":[{"role":"user","content":"x"}]}`, 200,
+			`{"count":` + strconv.Itoa(len(chatIDs)) + `,"max_model_len":` + strconv.Itoa(eng.MaxContext()) + `,"tokens":` + idsJSON(chatIDs) + `,"token_strs":null}`},
+		{"detokenize", "/detokenize", `{"tokens":` + idsJSON(chatIDs) + `}`, 200, `{"prompt":` + jsonText(text) + `}`},
+		{"tokenize unknown model", "/tokenize", `{"model":"gpt-4","prompt":"x"}`, 404, "model_not_found"},
+		{"tokenize neither", "/tokenize", `{}`, 400, "prompt"},
+		{"detokenize out of vocab", "/detokenize", `{"tokens":[999999]}`, 400, "tokens"},
+		{"detokenize missing", "/detokenize", `{}`, 400, "tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, b := do(t, "POST", pd.dURL+tc.path, tc.body)
+			switch {
+			case st != tc.status:
+				t.Errorf("decode: %d %s; want %d", st, b, tc.status)
+			case st == 200 && strings.TrimSpace(b) != tc.want:
+				t.Errorf("decode: %s; want %s", b, tc.want)
+			case st != 200 && errCode(t, b) != tc.want && errParam(t, b) != tc.want:
+				t.Errorf("decode: %s; want code or param %q", b, tc.want)
+			}
+			if rst, rb := do(t, "POST", rpd+tc.path, tc.body); rst != st || rb != b {
+				t.Errorf("router: %d %s; decode server: %d %s", rst, rb, st, b)
+			}
+		})
+	}
+	if st, b := do(t, "GET", pd.dURL+"/tokenize", ``); st != 405 || errCode(t, b) != "method_not_allowed" {
+		t.Errorf("decode GET /tokenize: %d %s", st, b)
+	}
+	if st, b := do(t, "GET", rpd+"/detokenize", ``); st != 405 || errCode(t, b) != "method_not_allowed" {
+		t.Errorf("router GET /detokenize: %d %s", st, b)
+	}
+}
+
+// TestPDTokenizeAuth: a decode server with an APIKey guards /tokenize and
+// /detokenize (401 invalid_api_key); a PD router forwards them with
+// WorkerAPIKey (or else the client's Authorization), as it forwards chat.
+func TestPDTokenizeAuth(t *testing.T) {
+	pd := startPDWith(t, PrefillConfig{APIKey: "wk"}, DecodeConfig{APIKey: "wk"})
+	pw := []PrefillWorker{{URL: pd.pURL, BootstrapPort: pd.bootPort}}
+	authed := func(url, path, body, key string) (int, string) {
+		req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/tokenize", "/detokenize"} {
+		body := `{"prompt":"x"}`
+		if path == "/detokenize" {
+			body = `{"tokens":[1]}`
+		}
+		if st, b := authed(pd.dURL, path, body, ""); st != 401 || errCode(t, b) != "invalid_api_key" {
+			t.Errorf("decode %s without a key: %d %s", path, st, b)
+		}
+		if st, b := authed(pd.dURL, path, body, "wk"); st != 200 {
+			t.Errorf("decode %s with its key: %d %s", path, st, b)
+		}
+		withWorkerKey := routerFor(t, RouterConfig{PD: true, APIKey: "rk", WorkerAPIKey: "wk", Prefill: pw, Decode: []string{pd.dURL}})
+		if st, b := authed(withWorkerKey, path, body, ""); st != 401 || errCode(t, b) != "invalid_api_key" {
+			t.Errorf("router %s without a key: %d %s", path, st, b)
+		}
+		if st, b := authed(withWorkerKey, path, body, "rk"); st != 200 {
+			t.Errorf("router %s with WorkerAPIKey: %d %s", path, st, b)
+		}
+		passThrough := routerFor(t, RouterConfig{PD: true, Prefill: pw, Decode: []string{pd.dURL}})
+		if st, b := authed(passThrough, path, body, "wk"); st != 200 {
+			t.Errorf("router %s passing the client's key: %d %s", path, st, b)
+		}
+		if st, b := authed(passThrough, path, body, "bad"); st != 401 || errCode(t, b) != "invalid_api_key" {
+			t.Errorf("router %s passing a bad key: %d %s", path, st, b)
+		}
+	}
+}
+
+// jsonText is s as a JSON string, escaped as the servers' json.Encoder
+// writes it.
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// errParam is the param of an OpenAI error body ("" if none).
+func errParam(t *testing.T, body string) string {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Param *string `json:"param"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Param == nil {
+		return ""
+	}
+	return *e.Error.Param
 }

@@ -31,7 +31,8 @@
 // prefill hosts (or is "*", any host: SGLang's behaviour). A transferred
 // state larger than the model's largest at the served context is refused
 // before it is buffered (disagg.LimitsFor). --api-key KEY requires
-// "Authorization: Bearer KEY" on /v1/* (the router's --worker-api-key).
+// "Authorization: Bearer KEY" on /v1/* (and, on a decode server, on
+// /tokenize and /detokenize; the router's --worker-api-key).
 // Port 0 picks a free port; the chosen addresses are printed on stdout as
 // "listening http=HOST:PORT [bootstrap=HOST:PORT]".
 package main
@@ -105,7 +106,7 @@ func run(ctx context.Context, args []string) error {
 	frameDelay := fs.Duration("kv-debug-frame-delay", 0, "prefill: sleep before each KV frame (fault tests only)")
 	maxPrefills := fs.Int("max-concurrent-prefills", 2, "prefill: prefills running at once")
 	allowed := fs.String("allowed-bootstrap-hosts", "", "decode: comma-separated host names, IPs and CIDR prefixes that a request's bootstrap_host may name, or \"*\" for any host (SGLang's default; only if no one but the router reaches this server); names are matched as written, never resolved, and the list replaces the loopback default (add 127.0.0.1 to keep local prefill servers). Default: loopback prefill servers only, and a decode server on a non-loopback --host refuses to start without it")
-	apiKey := fs.String("api-key", "", "require Authorization: Bearer KEY on /v1/* (give the router the same key as --worker-api-key)")
+	apiKey := fs.String("api-key", "", "require Authorization: Bearer KEY on /v1/* (decode: also /tokenize, /detokenize; give the router the same key as --worker-api-key)")
 	ctxLen := fs.Int("context-length", 0, "served context in tokens; longer prompts (or prompt + max_tokens) get 400 context_length_exceeded (0: the model's; for the embedded dsv4-tiny, trained on short turns, "+strconv.Itoa(models.TinyContextLength)+", as examples/server)")
 	hdrTimeout := fs.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
 	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")

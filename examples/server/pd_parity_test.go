@@ -15,11 +15,11 @@ import (
 	"github.com/dsv4go/dsv4go/models"
 )
 
-// TestPDErrorParity: a bad request gets the same answer (status and the
-// whole OpenAI error object: message, type, param, code) from this server,
-// from a disagg decode server and from a disagg router in PD mode, all
-// serving the tiny model as "dsv4-tiny" at the same context length.
-func TestPDErrorParity(t *testing.T) {
+// startPDParity starts, on the tiny model served as "dsv4-tiny" at the
+// same context length, this server, a disagg decode server (with its
+// prefill server) and a disagg router in PD mode in front of the pair; it
+// returns their URLs.
+func startPDParity(t *testing.T) (plainURL, decodeURL, routerURL string) {
 	dir, err := models.TinyDir()
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +68,16 @@ func TestPDErrorParity(t *testing.T) {
 		m.Close()
 	})
 
+	return plain.URL, ds.URL, rs.URL
+}
+
+// TestPDErrorParity: a bad request gets the same answer (status and the
+// whole OpenAI error object: message, type, param, code) from this server,
+// from a disagg decode server and from a disagg router in PD mode, all
+// serving the tiny model as "dsv4-tiny" at the same context length.
+func TestPDErrorParity(t *testing.T) {
+	plainURL, dsURL, rsURL := startPDParity(t)
+
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
 	chat := func(body string) [3]string { return [3]string{"POST", "/v1/chat/completions", body} }
@@ -106,7 +116,7 @@ func TestPDErrorParity(t *testing.T) {
 		return resp.Status + " " + string(e.Error)
 	}
 	for _, c := range cases {
-		want := answer(plain.URL, c)
+		want := answer(plainURL, c)
 		short := c[0] + " " + c[1] + " " + c[2]
 		if len(short) > 100 {
 			short = short[:100] + "…"
@@ -114,10 +124,80 @@ func TestPDErrorParity(t *testing.T) {
 		if strings.HasPrefix(want, "200") {
 			t.Errorf("%s: this server answers %s", short, want)
 		}
-		for _, tg := range []struct{ name, url string }{{"decode", ds.URL}, {"router", rs.URL}} {
+		for _, tg := range []struct{ name, url string }{{"decode", dsURL}, {"router", rsURL}} {
 			if got := answer(tg.url, c); got != want {
 				t.Errorf("%s:\n%s:\t%s\nserver:\t%s", short, tg.name, got, want)
 			}
+		}
+	}
+}
+
+// TestPDTokenizeParity: POST /tokenize and /detokenize answer the same
+// bytes (status, Content-Type and body) from this server, from a disagg
+// decode server (the same code: internal/tokenizeapi) and through a disagg
+// router in PD mode (forwarded to the decode server), for prompts, chats
+// and bad requests.
+func TestPDTokenizeParity(t *testing.T) {
+	plainURL, dsURL, rsURL := startPDParity(t)
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	asst := `"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]`
+	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+	tok := func(body string) [2]string { return [2]string{"/tokenize", body} }
+	detok := func(body string) [2]string { return [2]string{"/detokenize", body} }
+	cases := [][2]string{
+		// answers
+		tok(`{"prompt":"Hello, world! héllo 世界"}`), tok(`{"prompt":""}`),
+		tok(`{"model":"dsv4-tiny","prompt":"x","add_special_tokens":false}`),
+		tok(`{"prompt":"<｜begin▁of▁sentence｜>hi"}`),
+		tok(`{` + msgs + `}`), tok(`{` + msgs + `,"add_generation_prompt":false}`),
+		tok(`{` + msgs + `,` + tools + `}`), tok(`{` + msgs + `,"reasoning_effort":"max","chat_template_kwargs":{"thinking":true}}`),
+		tok(`{` + asst + `,"continue_final_message":true,"add_generation_prompt":false}`),
+		detok(`{"tokens":[]}`), detok(`{"tokens":[0,1,2,100,128821,128822]}`), detok(`{"model":"dsv4-tiny","tokens":[5000,6000]}`),
+		// errors
+		tok(`{"prompt":`), tok(`[1]`), tok(`null`), tok(``), tok(`{"model":"gpt-4","prompt":"x"}`), tok(`{"model":5,"prompt":"x"}`),
+		tok(`{"prompt":["a","b"]}`), tok(`{"prompt":[1,2]}`), tok(`{}`), tok(`{"prompt":"x",` + msgs + `}`),
+		tok(`{"prompt":"x","add_special_tokens":"yes"}`), tok(`{"prompt":"x","return_token_strs":true}`),
+		tok(`{"messages":[]}`), tok(`{"messages":[{"role":"robot","content":"x"}]}`),
+		tok(`{"tools":[{"type":"function","function":{"name":"bad name!"}}],` + msgs + `}`),
+		tok(`{"continue_final_message":true,"add_generation_prompt":true,` + asst + `}`),
+		tok(`{"continue_final_message":true,` + msgs + `}`),
+		detok(`{"tokens":`), detok(`{}`), detok(`{"tokens":null}`), detok(`{"tokens":[1,"a"]}`), detok(`{"tokens":[99999999999]}`),
+		detok(`{"tokens":[1,1000000]}`), detok(`{"tokens":[-1]}`), detok(`{"tokens":[129280]}`),
+		detok(`{"model":"gpt-4","tokens":[1]}`),
+	}
+	answer := func(base, method string, c [2]string) string {
+		req, _ := http.NewRequest(method, base+c[0], strings.NewReader(c[1]))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.Status + " " + resp.Header.Get("Content-Type") + " " + resp.Header.Get("Allow") + "\n" + string(b)
+	}
+	ok := 0
+	for _, c := range cases {
+		want := answer(plainURL, http.MethodPost, c)
+		if strings.HasPrefix(want, "200") {
+			ok++
+		}
+		for _, tg := range []struct{ name, url string }{{"decode", dsURL}, {"router", rsURL}} {
+			if got := answer(tg.url, http.MethodPost, c); got != want {
+				t.Errorf("%s %s:\n%s:\t%s\nserver:\t%s", c[0], c[1], tg.name, got, want)
+			}
+		}
+	}
+	if ok != 12 {
+		t.Errorf("%d of the 12 answer cases were answered 200 by this server", ok)
+	}
+	for _, path := range []string{"/tokenize", "/detokenize"} {
+		want := answer(plainURL, http.MethodGet, [2]string{path, ""})
+		if !strings.HasPrefix(want, "405") {
+			t.Errorf("GET %s: %s", path, want)
+		}
+		if got := answer(dsURL, http.MethodGet, [2]string{path, ""}); got != want {
+			t.Errorf("GET %s:\ndecode:\t%s\nserver:\t%s", path, got, want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
 	"github.com/dsv4go/dsv4go/internal/openaiwire"
+	"github.com/dsv4go/dsv4go/internal/tokenizeapi"
 )
 
 // Server is the OpenAI-compatible HTTP front end of one dsv4.Engine.
@@ -35,6 +36,7 @@ type Server struct {
 
 	reg *prometheus.Registry
 	m   *metrics
+	tok *tokenizeapi.API // /tokenize and /detokenize
 }
 
 // ServerConfig configures NewServer.
@@ -72,6 +74,7 @@ func NewServer(eng *dsv4.Engine, cfg ServerConfig) *Server {
 		s.maxTokens = eng.MaxContext()
 	}
 	s.m = newMetrics(s.reg, eng, cfg.ModelName)
+	s.tok = s.tokenizeAPI()
 	return s
 }
 
@@ -101,34 +104,14 @@ func writeError(w http.ResponseWriter, status int, typ, param, code, msg string)
 	(&openaierr.Error{Status: status, Type: typ, Param: param, Code: code, Message: msg}).Write(w)
 }
 
-// writeEngineError maps engine errors to OpenAI errors and status codes.
+// writeEngineError answers an engine error as openaierr.FromEngine maps it,
+// logging the ones that become 500.
 func (s *Server) writeEngineError(w http.ResponseWriter, err error) {
-	var pe *dsv4.ParamError
-	switch {
-	case errors.As(err, &pe):
-		writeError(w, http.StatusBadRequest, "invalid_request_error", pe.Param, "", err.Error())
-	case errors.Is(err, dsv4.ErrInvalidParams):
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", err.Error())
-	case errors.Is(err, dsv4.ErrTemplateLimit):
-		// The --chat-template hit a sandbox limit on this request's messages:
-		// 400 (the same template serves other requests), not a context error.
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "template_limit_exceeded", err.Error())
-	case errors.Is(err, dsv4.ErrContextLength):
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "context_length_exceeded", err.Error())
-	case errors.Is(err, dsv4.ErrRequestTooLarge):
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens", "request_too_large", err.Error())
-	case errors.Is(err, dsv4.ErrQueueFull):
-		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "", "queue_full", err.Error())
-	case errors.Is(err, dsv4.ErrEngineClosed):
-		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "", "shutting_down", err.Error())
-	case errors.Is(err, dsv4.ErrNoChat):
-		writeError(w, http.StatusNotImplemented, "invalid_request_error", "", "", err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeError(w, 499, "invalid_request_error", "", "cancelled", err.Error())
-	default:
+	e := openaierr.FromEngine(err)
+	if e.Status == http.StatusInternalServerError {
 		s.log.Error("request failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal_error", "", "", err.Error())
 	}
+	e.Write(w)
 }
 
 // auth guards h with the server's API key (openaierr.BearerAuth: 401

@@ -6,112 +6,40 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
+	"github.com/dsv4go/dsv4go/internal/tokenizeapi"
 )
 
-// tokenizeRequest is vLLM's TokenizeRequest: the completion form
-// (prompt, add_special_tokens) or the chat form (messages and the chat
-// fields that shape the prompt: tools, tool_choice, chat_template_kwargs,
-// reasoning_effort, response_format, add_generation_prompt,
-// continue_final_message; add_special_tokens). The embedded ChatRequest
-// makes the chat form's ids those /v1/chat/completions prefills for the
-// same body (dsv4.Engine.ChatPrompt), add_generation_prompt and
-// continue_final_message included (their conflicts are the same 400s).
-type tokenizeRequest struct {
-	dsv4.ChatRequest
-	Prompt           *string `json:"prompt"`
-	AddSpecialTokens *bool   `json:"add_special_tokens"`
-	ReturnTokenStrs  *bool   `json:"return_token_strs"`
+// tokenizeAPI is the shared /tokenize and /detokenize logic
+// (internal/tokenizeapi, which the disagg decode server uses too) for this
+// server's engine, names and body limit; its errors count in
+// dsv4_request_errors_total by endpoint and cause ("400", "engine"), and an engine
+// error answered 500 is logged.
+func (s *Server) tokenizeAPI() *tokenizeapi.API {
+	aliases := make([]string, 0, len(s.aliases))
+	for a := range s.aliases {
+		aliases = append(aliases, a)
+	}
+	return &tokenizeapi.API{
+		Engine: s.eng, Model: s.modelName, Aliases: aliases,
+		MaxModelLen: s.eng.MaxContext(), MaxBodyBytes: s.maxBodyBytes,
+		OnError: func(ep tokenizeapi.Endpoint, kind string, err error) {
+			s.m.errors.WithLabelValues(string(ep), kind).Inc()
+			if err != nil && openaierr.FromEngine(err).Status == http.StatusInternalServerError {
+				s.log.Error("request failed", "err", err)
+			}
+		},
+	}
 }
 
-// tokenizeResponse is vLLM's TokenizeResponse.
-type tokenizeResponse struct {
-	Count       int      `json:"count"`
-	MaxModelLen int      `json:"max_model_len"`
-	Tokens      []int32  `json:"tokens"`
-	TokenStrs   []string `json:"token_strs"` // always null (return_token_strs is refused)
-}
-
-func badParam(w http.ResponseWriter, param, msg string) {
-	writeError(w, http.StatusBadRequest, "invalid_request_error", param, "", msg)
-}
-
-// tokenize answers POST /tokenize (vLLM's shape). The ids are the ones
-// generation would prefill: for a prompt, those of /v1/completions
-// (dsv4.Engine.Tokenize); for messages, those of /v1/chat/completions
-// (dsv4.Engine.ChatPrompt). add_special_tokens is accepted with either
-// value and changes nothing: the engine adds no BOS or EOS around a prompt
-// or a rendered chat (the chat encoding writes its own BOS; DeepSeek-V4's
-// tokenizer_config sets add_bos_token false, so vLLM's ids agree).
+// tokenize answers POST /tokenize (vLLM's shape; tokenizeapi.API.ServeTokenize).
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req tokenizeRequest
-	if !decodeJSON(w, body, &req) || !s.checkModel(w, req.Model) {
-		s.m.errors.WithLabelValues("tokenize", "400").Inc()
-		return
-	}
-	fail := func(param, msg string) {
-		s.m.errors.WithLabelValues("tokenize", "400").Inc()
-		badParam(w, param, msg)
-	}
-	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
-		fail("return_token_strs", "return_token_strs is not supported: token_strs is always null")
-		return
-	}
-	var ids []int32
-	var err error
-	switch {
-	case req.Messages != nil && req.Prompt != nil:
-		fail("messages", "set either prompt or messages, not both")
-		return
-	case req.Prompt != nil:
-		ids, err = s.eng.Tokenize(*req.Prompt)
-	case req.Messages != nil:
-		ids, err = s.eng.ChatPrompt(&req.ChatRequest)
-	default:
-		fail("prompt", "either prompt (a string) or messages is required")
-		return
-	}
-	if err != nil {
-		s.m.errors.WithLabelValues("tokenize", "engine").Inc()
-		s.writeEngineError(w, err)
-		return
-	}
-	if ids == nil {
-		ids = []int32{}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(tokenizeResponse{Count: len(ids), MaxModelLen: s.eng.MaxContext(), Tokens: ids})
+	s.tok.ServeTokenize(w, body)
 }
 
-// detokenizeRequest is vLLM's DetokenizeRequest.
-type detokenizeRequest struct {
-	Model  string   `json:"model"`
-	Tokens *[]int32 `json:"tokens"`
-}
-
-// detokenize answers POST /detokenize: {"tokens": [ids]} -> {"prompt":
-// text}, the text as generation spells it (special tokens kept). An id
-// outside the vocabulary is a 400 with param "tokens".
+// detokenize answers POST /detokenize (tokenizeapi.API.ServeDetokenize).
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req detokenizeRequest
-	if !decodeJSON(w, body, &req) || !s.checkModel(w, req.Model) {
-		s.m.errors.WithLabelValues("detokenize", "400").Inc()
-		return
-	}
-	if req.Tokens == nil {
-		s.m.errors.WithLabelValues("detokenize", "400").Inc()
-		badParam(w, "tokens", "tokens (an array of token ids) is required")
-		return
-	}
-	text, err := s.eng.Detokenize(*req.Tokens)
-	if err != nil {
-		s.m.errors.WithLabelValues("detokenize", "engine").Inc()
-		s.writeEngineError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"prompt": text})
+	s.tok.ServeDetokenize(w, body)
 }
 
 // modelObject is the served model's entry of /v1/models.

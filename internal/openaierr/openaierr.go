@@ -7,6 +7,7 @@
 package openaierr
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -202,4 +203,41 @@ func BearerAuth(key string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// FromEngine is the OpenAI error answered for an error of the dsv4 engine
+// (Engine.Chat, ChatStream, Complete, Tokenize, Detokenize, ChatPrompt):
+// a *dsv4.ParamError or dsv4.ErrInvalidParams is 400 (param the field at
+// fault), dsv4.ErrTemplateLimit 400 template_limit_exceeded (the template
+// hit a sandbox limit on this request's messages, not a context error),
+// dsv4.ErrContextLength 400 context_length_exceeded, dsv4.ErrRequestTooLarge
+// 400 request_too_large (param max_tokens), dsv4.ErrQueueFull 503
+// queue_full, dsv4.ErrEngineClosed 503 shutting_down, dsv4.ErrNoChat 501,
+// a cancelled or expired context 499 cancelled, anything else 500
+// internal_error. The message is err's text.
+func FromEngine(err error) *Error {
+	e := &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()}
+	set := func(st int, typ, param, code string) { e.Status, e.Type, e.Param, e.Code = st, typ, param, code }
+	var pe *dsv4.ParamError
+	switch {
+	case errors.As(err, &pe):
+		set(http.StatusBadRequest, "invalid_request_error", pe.Param, "")
+	case errors.Is(err, dsv4.ErrInvalidParams):
+		set(http.StatusBadRequest, "invalid_request_error", "", "")
+	case errors.Is(err, dsv4.ErrTemplateLimit):
+		set(http.StatusBadRequest, "invalid_request_error", "messages", "template_limit_exceeded")
+	case errors.Is(err, dsv4.ErrContextLength):
+		set(http.StatusBadRequest, "invalid_request_error", "messages", "context_length_exceeded")
+	case errors.Is(err, dsv4.ErrRequestTooLarge):
+		set(http.StatusBadRequest, "invalid_request_error", "max_tokens", "request_too_large")
+	case errors.Is(err, dsv4.ErrQueueFull):
+		set(http.StatusServiceUnavailable, "service_unavailable", "", "queue_full")
+	case errors.Is(err, dsv4.ErrEngineClosed):
+		set(http.StatusServiceUnavailable, "service_unavailable", "", "shutting_down")
+	case errors.Is(err, dsv4.ErrNoChat):
+		set(http.StatusNotImplemented, "invalid_request_error", "", "")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		set(499, "invalid_request_error", "", "cancelled")
+	}
+	return e
 }

@@ -1,6 +1,7 @@
 package openaierr
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -46,6 +47,32 @@ func TestTypeError(t *testing.T) {
 		}
 		if strings.Contains(msg, "RequestSampling") || strings.Contains(msg, "int64") || strings.Contains(msg, "template.") || strings.Contains(msg, "[]") {
 			t.Errorf("%s: message names Go types: %q", c.body, msg)
+		}
+	}
+}
+
+// TestFromEngine: the status, param, code and type of each engine error.
+func TestFromEngine(t *testing.T) {
+	for _, tc := range []struct {
+		err                error
+		status             int
+		param, code, etype string
+	}{
+		{&dsv4.ParamError{Param: "tokens"}, 400, "tokens", "", "invalid_request_error"},
+		{dsv4.ErrContextLength, 400, "messages", "context_length_exceeded", "invalid_request_error"},
+		{dsv4.ErrTemplateLimit, 400, "messages", "template_limit_exceeded", "invalid_request_error"},
+		{dsv4.ErrNoChat, 501, "", "", "invalid_request_error"},
+		{dsv4.ErrInvalidParams, 400, "", "", "invalid_request_error"},
+		{dsv4.ErrRequestTooLarge, 400, "max_tokens", "request_too_large", "invalid_request_error"},
+		{dsv4.ErrQueueFull, 503, "", "queue_full", "service_unavailable"},
+		{context.DeadlineExceeded, 499, "", "cancelled", "invalid_request_error"},
+		{dsv4.ErrEngineClosed, 503, "", "shutting_down", "service_unavailable"},
+		{context.Canceled, 499, "", "cancelled", "invalid_request_error"},
+		{errors.New("boom"), 500, "", "", "internal_error"},
+	} {
+		e := FromEngine(tc.err)
+		if e.Status != tc.status || e.Param != tc.param || e.Code != tc.code || e.Type != tc.etype {
+			t.Errorf("%v: %+v", tc.err, e)
 		}
 	}
 }

@@ -67,27 +67,6 @@ __global__ void fill(uint4 *p, size_t n) {
     p[i] = make_uint4((unsigned)(i * 2654435761u), (unsigned)(i >> 7) * 40503u + 1, (unsigned)i ^ 0x5bd1e995u, 7u);
 }
 
-static float time_graph(cudaStream_t st, const std::function<void(int)> &launch, int R) {
-  cudaGraphExec_t ge = captured_graph(st, launch, R);
-  const float us = median_replay_ms(ge, st) * 1000.f / R;
-  CK(cudaGraphExecDestroy(ge));
-  return us;
-}
-
-// launch_config: grid x 256 threads on st, with the programmatic-dependent-launch attribute
-// (at, owned by the caller) when pdl.
-static cudaLaunchConfig_t launch_config(cudaStream_t st, int grid, bool pdl, cudaLaunchAttribute &at) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(256);
-  cfg.stream = st;
-  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cfg;
-}
-
 int main() {
   int dev = 0, sms = 0;
   CK(cudaSetDevice(dev));
@@ -107,9 +86,9 @@ int main() {
 
   printf("copy 1 GiB: %.0f GB/s (read + write; cuda_check.h copy_gbs, as cudabench)\n", copy_gbs(st));
   for (int pdl = 0; pdl < 2; pdl++) {
-    float us = time_graph(st, [&](int) {
+    float us = time_graph_us(st, [&](int) {
       cudaLaunchAttribute at;
-      cudaLaunchConfig_t cfg = launch_config(st, sms, pdl != 0, at);
+      cudaLaunchConfig_t cfg = launch_config(st, sms, 256, pdl != 0, at);
       CK(cudaLaunchKernelEx(&cfg, empty_kernel, pdl));
     }, 200);
     printf("empty kernel (%d blocks) in a graph, pdl=%d: %.2f us per launch\n", sms, pdl, us);
@@ -124,9 +103,9 @@ int main() {
     const size_t slots = std::max<size_t>(1, (total / 16 - n) / n);
     for (int b : bpsm) {
       for (int mode = 0; mode < 4; mode++) {
-        float us = time_graph(st, [&](int r) {
+        float us = time_graph_us(st, [&](int r) {
           cudaLaunchAttribute at;
-          cudaLaunchConfig_t cfg = launch_config(st, sms * b, mode != 0, at);
+          cudaLaunchConfig_t cfg = launch_config(st, sms * b, 256, mode != 0, at);
           const uint4 *p = buf + (size_t)(r % slots) * n;
           switch (mode) {
           case 0: CK(cudaLaunchKernelEx(&cfg, read_kernel<0>, p, n, out)); break;

@@ -1,7 +1,7 @@
 // tools/cuda_check.h: what the standalone CUDA tools in tools/ (cuda_ceiling.cu,
 // cuda_stream_trace.cu, cuda_large_parts.cu, cuda_xlat.cu) share: the CK(call) macro (a failed CUDA runtime call prints file,
 // line, the call and the runtime's error string, and exits 1), captured_graph,
-// replay_ms, median_replay_ms, pct and copy_gbs. Not part of
+// replay_ms, median_replay_ms, time_graph_us, launch_config, pct and copy_gbs. Not part of
 // the library (kernels/cuda reports errors as typed Go errors instead).
 #ifndef DSV4GO_TOOLS_CUDA_CHECK_H
 #define DSV4GO_TOOLS_CUDA_CHECK_H
@@ -62,6 +62,29 @@ static inline float median_replay_ms(cudaGraphExec_t ge, cudaStream_t st) {
   for (int i = 0; i < 5; i++) t[i] = replay_ms(ge, st);
   std::sort(t, t + 5);
   return t[2];
+}
+
+// time_graph_us captures launch(0 .. R-1) on st into a graph (captured_graph), replays it
+// (median_replay_ms) and returns the microseconds per launch; the graph is destroyed.
+static inline float time_graph_us(cudaStream_t st, const std::function<void(int)> &launch, int R) {
+  cudaGraphExec_t ge = captured_graph(st, launch, R);
+  const float us = median_replay_ms(ge, st) * 1000.f / R;
+  CK(cudaGraphExecDestroy(ge));
+  return us;
+}
+
+// launch_config: grid x threads on st, with the programmatic-dependent-launch attribute (at,
+// owned by the caller) when pdl.
+static inline cudaLaunchConfig_t launch_config(cudaStream_t st, int grid, int threads, bool pdl, cudaLaunchAttribute &at) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = st;
+  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cfg;
 }
 
 // pct returns the p-quantile of v (the element at index p * size of the sorted values, the last

@@ -110,21 +110,12 @@ int main() {
       for (int v = 0; v < 2; v++) {
         for (int b = 0; b < 5; b++) {
           const int grid = grids[b];
-          cudaGraphExec_t ge = captured_graph(st, [&](int) {
-            cudaLaunchConfig_t cfg = {};
+          t[v][b] = time_graph_us(st, [&](int) {
             cudaLaunchAttribute at;
-            cfg.gridDim = dim3(grid);
-            cfg.blockDim = dim3(kThreads);
-            cfg.stream = st;
-            at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at.val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = &at;
-            cfg.numAttrs = 1;
+            cudaLaunchConfig_t cfg = launch_config(st, grid, kThreads, true, at);
             if (v == 0) CK(cudaLaunchKernelEx(&cfg, floor_kernel<false>, (const uint4 *)x, xslice16, nslices, y, ylen));
             else CK(cudaLaunchKernelEx(&cfg, floor_kernel<true>, (const uint4 *)x, xslice16, nslices, y, ylen));
           }, R);
-          t[v][b] = median_replay_ms(ge, st) * 1000.f / R;
-          CK(cudaGraphExecDestroy(ge));
         }
       }
       const float e = *std::min_element(t[0], t[0] + 5);

@@ -733,6 +733,12 @@ int launch_pipe(const void *w, const void *sc, int N, int npad, int K, float alp
   return launch_pipe_b<FMT, 2>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, st);
 }
 
+// packed_bytes is the size of an npad x K weight's packed values in format FMT (E2M1: half a
+// byte each; FP8: one), scales excluded: the dispatch rules' measure of a matrix.
+template <int FMT> size_t packed_bytes(int npad, int K) {
+  return (size_t)npad * K / (FMT == DSV4C_FMT_FP8B ? 1 : 2);
+}
+
 template <int FMT, int MT>
 int launch_gemv(const void *w, const void *sc, long long wstride, long long sstride, int N,
                 int npad, int K, float alpha, const float *alphas, const int *ids, const void *x,
@@ -752,8 +758,7 @@ int launch_gemv(const void *w, const void *sc, long long wstride, long long sstr
   dsv4c_gemv_path_set(DSV4C_GEMV_EARLIER);
   // The second kernel where a launch's fixed cost dominates: one matrix (not grouped) of at
   // most 8 MB of packed weights, M <= 8. DSV4GO_GEMV2_ALL=1 / DSV4GO_GEMV_OLD=1 force one.
-  const size_t wbytes = (size_t)npad * K / (FMT == DSV4C_FMT_FP8B ? 1 : 2);
-  const bool v2 = !gemv_old() && (gemv2_all() || (G == 1 && M <= 8 && wbytes <= ((size_t)8 << 20)));
+  const bool v2 = !gemv_old() && (gemv2_all() || (G == 1 && M <= 8 && packed_bytes<FMT>(npad, K) <= ((size_t)8 << 20)));
   if (v2)
     return launch_gemv2<FMT, MT>(w, sc, wstride, sstride, N, npad, K, alpha, alphas, ids, x, y, M,
                                  G, accumulate, splits, st, E);
@@ -896,7 +901,7 @@ int dispatch(const void *w, const void *sc, int N, int npad, int K, float alpha,
   // 48 / 64, 32-token tiles against 64-token tiles): NVFP4 w1/w3 9.64 / 10.38 against 13.39 /
   // 15.34, w2 9.77 / 10.57 against 13.07 / 15.05, wq_b 21.67 / 22.57 against 30.40 / 33.98, wo_b
   // 21.75 / 22.83 against 27.24 / 29.71, wkv 5.85 / 6.60 against 6.94 / 7.68 (MXFP4 the same
-  // within 3 %); FP8-block experts 12.96-13.62 against 14.44-16.75, but FP8-block wq_b (33.5 MB)
+  // within 5 %); FP8-block experts 12.96-13.62 against 14.44-16.75, but FP8-block wq_b (33.5 MB)
   // 40.67 / 41.70 against 35.21 / 38.89 and wo_b 45.19 / 45.86 against 32.44 / 34.90. 8 warps
   // per block for NVFP4 wo_b (K = 8192) at M = 17 / 32 / 48 / 64: 13.52 / 15.47 / 21.74 / 22.93
   // against 16.03 / 16.94 / 26.95 / 27.72 with 4 (MXFP4 alike), but FP8-block wo_b at M = 17 /
@@ -906,8 +911,7 @@ int dispatch(const void *w, const void *sc, int N, int npad, int K, float alpha,
   // their split-K costs more than the tile). Negative splits (tests) keep forcing the kernels
   // below for M = 33..64.
   {
-    const size_t wbytes = (size_t)npad * K / (FMT == DSV4C_FMT_FP8B ? 1 : 2);
-    if (M <= 32 || (M <= 64 && splits >= 0 && wbytes <= ((size_t)20 << 20))) {
+    if (M <= 32 || (M <= 64 && splits >= 0 && packed_bytes<FMT>(npad, K) <= ((size_t)20 << 20))) {
       if (K >= 8192 && FMT != DSV4C_FMT_FP8B && mid != 4)
         return launch<FMT, 4, 2, 8>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);
       return launch<FMT, 4, 2, 4>(w, sc, N, npad, K, alpha, x, ldx, y, ldy, M, accumulate, splits, st);

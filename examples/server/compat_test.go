@@ -17,7 +17,20 @@ import (
 // post sends body to path and returns the status and the response body.
 func post(t *testing.T, url, path, body string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(url+path, "application/json", strings.NewReader(body))
+	resp, b := roundTrip(t, http.MethodPost, url+path, body)
+	return resp.StatusCode, b
+}
+
+// roundTrip sends body (as JSON) with method to url and returns the
+// response, its body read to the end and closed.
+func roundTrip(t *testing.T, method, url, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +39,7 @@ func post(t *testing.T, url, path, body string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, b
+	return resp, b
 }
 
 // choiceOut is one choice as a client assembles it, from a response or

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -101,14 +100,7 @@ func TestPDErrorParity(t *testing.T) {
 		{"GET", "/nope", ""}, {"POST", "/v1/embeddings", "{}"}, {"GET", "/v1/chat/completions", ""}, {"POST", "/v1/models", ""},
 	}
 	answer := func(base string, c [3]string) string {
-		req, _ := http.NewRequest(c[0], base+c[1], strings.NewReader(c[2]))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := roundTrip(t, c[0], base+c[1], c[2])
 		var e struct{ Error json.RawMessage }
 		if json.Unmarshal(b, &e) != nil || e.Error == nil {
 			return resp.Status + " (not an OpenAI error object) " + string(b)
@@ -166,14 +158,7 @@ func TestPDTokenizeParity(t *testing.T) {
 		detok(`{"model":"gpt-4","tokens":[1]}`),
 	}
 	answer := func(base, method string, c [2]string) string {
-		req, _ := http.NewRequest(method, base+c[0], strings.NewReader(c[1]))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := roundTrip(t, method, base+c[0], c[1])
 		return resp.Status + " " + resp.Header.Get("Content-Type") + " " + resp.Header.Get("Allow") + "\n" + string(b)
 	}
 	ok := 0

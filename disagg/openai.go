@@ -231,7 +231,7 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 		resp := acc.Response()
 		w.Header().Set("Content-Type", "application/json")
 		return json.NewEncoder(w).Encode(openaiwire.ChatResponse{ID: id, Object: "chat.completion", Created: created,
-			Model: model, Choices: resp.Choices, Usage: resp.Usage})
+			Model: model, Choices: resp.Choices, Usage: resp.Usage, PromptLogprobs: resp.PromptLogprobs})
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	w.Header().Set("Content-Type", "text/event-stream")

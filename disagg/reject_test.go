@@ -43,7 +43,7 @@ const fast = 10 * time.Second
 // room at once, so the decode side answers the same 400 immediately, whether
 // it asked for the room before or after the prefill side refused it, over
 // both transports; and a decode server validates the request itself before
-// waiting for a room.
+// waiting for a room (prompt_logprobs, which no PD pair serves, included).
 func TestPDRejectsInvalidAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -118,12 +118,19 @@ func TestPDRejectsInvalidAtOnce(t *testing.T) {
 			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":30}`, "context_length_exceeded"},
 			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, ""}, // over the context alone: param max_tokens
 			{`{"messages":[{"role":"user","content":"hi"}],"temperature":-1}`, ""},
+			// prompt_logprobs: the decode side never prefills the prompt
+			{`{"messages":[{"role":"user","content":"hi"}],"prompt_logprobs":1}`, ""},
 		} {
 			t0 := time.Now()
 			resp, b := post(t, ctx, pd.dURL, withBootstrap(tc.body, pd.bootPort, uint64(2000+i)))
 			if resp.StatusCode != 400 || errCode(t, b) != tc.code || time.Since(t0) > fast {
 				t.Fatalf("case %d: %d after %v: %s", i, resp.StatusCode, time.Since(t0), b)
 			}
+		}
+		// and the prefill side refuses prompt_logprobs too, naming it
+		resp, b := post(t, ctx, pd.pURL, withBootstrap(`{"messages":[{"role":"user","content":"hi"}],"prompt_logprobs":0}`, pd.bootPort, 2100))
+		if resp.StatusCode != 400 || !strings.Contains(b, `"param":"prompt_logprobs"`) {
+			t.Fatalf("prefill prompt_logprobs: %d %s", resp.StatusCode, b)
 		}
 	})
 }

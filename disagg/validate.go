@@ -21,9 +21,15 @@ func contextLength(m *dsv4.Model, n int) int {
 // sides of a PD pair refuse an invalid request before a room is opened,
 // fetched or waited for. Errors wrap dsv4.ErrInvalidParams (or are a
 // *dsv4.ParamError) or dsv4.ErrContextLength: HTTP 400 either way.
+// prompt_logprobs is refused (a *dsv4.ParamError naming it): the decode
+// side, which answers, never prefills the prompt (a decode server without
+// a bootstrap room serves it, as examples/server does).
 func checkRequest(prompt []int32, sp dsv4.SamplingParams, vocab, ctxLen int) error {
 	if err := sp.Validate(vocab); err != nil {
 		return err
+	}
+	if sp.PromptLogprobs != nil {
+		return &dsv4.ParamError{Param: "prompt_logprobs", Msg: "not supported with prefill/decode disaggregation"}
 	}
 	if len(prompt) == 0 {
 		return fmt.Errorf("%w: empty prompt", dsv4.ErrInvalidParams)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,6 +157,10 @@ func (r *ChatRequest) Sampling() (SamplingParams, error) {
 		}
 		p.TopLogprobs = *r.TopLogprobs
 	}
+	if r.PromptLogprobs != nil {
+		k := *r.PromptLogprobs
+		p.PromptLogprobs = &k
+	}
 	if len(r.LogitBias) > 0 {
 		p.LogitBias = make(map[int32]float64, len(r.LogitBias))
 		for k, v := range r.LogitBias {
@@ -233,6 +238,9 @@ func (r *ChatRequest) validate() error {
 	if r.N != nil && (*r.N < 1 || *r.N > MaxChoices) {
 		return paramErr("n", "must be in [1, %d], got %d", MaxChoices, *r.N)
 	}
+	if err := checkPromptLogprobsStream(r.PromptLogprobs, r.Stream); err != nil {
+		return err
+	}
 	switch strings.ToLower(r.ReasoningEffort) {
 	case "", "low", "medium", "high", "max", "xhigh", "minimal", "none":
 	default:
@@ -280,6 +288,9 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	}
 	if err := p.Validate(e.b.VocabSize()); err != nil {
 		return nil, err
+	}
+	if req.Stream {
+		p.PromptLogprobs = nil // 0 (the only value allowed): a stream has no place for them
 	}
 	run := &chatRun{e: e, req: req, p: p, thinking: req.thinkingMode(), n: 1, parallel: true}
 	if req.N != nil {
@@ -374,6 +385,7 @@ type ChatAccumulator struct {
 	choices []ChatChoice
 	accs    []*chatAcc
 	usage   Usage
+	prompt  []PromptPosition
 }
 
 type chatAcc struct {
@@ -395,6 +407,9 @@ func (a *ChatAccumulator) Add(ch *ChatChunk) {
 		a.accs = append(a.accs, &chatAcc{})
 	}
 	c, acc := &a.choices[ch.Index], a.accs[ch.Index]
+	if ch.PromptLogprobs != nil {
+		a.prompt = ch.PromptLogprobs
+	}
 	acc.content.WriteString(ch.Delta.Content)
 	acc.reasoning.WriteString(ch.Delta.ReasoningContent)
 	for _, tc := range ch.Delta.ToolCalls {
@@ -426,7 +441,7 @@ func (a *ChatAccumulator) Add(ch *ChatChunk) {
 // Response returns the accumulated response. Content is nil (JSON null)
 // when the reply is only tool calls, as OpenAI returns it.
 func (a *ChatAccumulator) Response() *ChatResponse {
-	resp := &ChatResponse{Choices: make([]ChatChoice, len(a.choices)), Usage: a.usage}
+	resp := &ChatResponse{Choices: make([]ChatChoice, len(a.choices)), Usage: a.usage, PromptLogprobs: a.prompt}
 	for i := range a.choices {
 		c, acc := a.choices[i], a.accs[i]
 		content := acc.content.String()
@@ -478,6 +493,9 @@ func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], e
 		if p.Seed != nil {
 			s := *p.Seed + int64(i%run.n)
 			p.Seed = &s
+		}
+		if !run.completion && i%run.n != 0 {
+			p.PromptLogprobs = nil // chat's prompt_logprobs are the response's, from choice 0
 		}
 		r, err := e.start(ctx, run.prompts[i/run.n], p, run.forcer())
 		if err != nil {
@@ -619,9 +637,16 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			return cnt
 		}
 	}
+	// The echoed prompt goes first; when prompt logprobs come (with the
+	// first token), it waits for them and carries them.
+	echo := ""
 	if run.echo != nil {
-		if !deliver([]ChatDelta{{Content: run.echo[idx/run.n]}}, nil, "", nil) {
-			return cnt
+		echo = run.echo[idx/run.n]
+		if run.p.PromptLogprobs == nil {
+			if !deliver([]ChatDelta{{Content: echo}}, nil, "", nil) {
+				return cnt
+			}
+			echo = ""
 		}
 	}
 	inReasoning := run.reasoning
@@ -631,6 +656,16 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		if err != nil {
 			send(&chatChunkOrErr{err: err})
 			return cnt
+		}
+		if tok.PromptLogprobs != nil || echo != "" {
+			ch := &chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Delta: ChatDelta{Content: echo}}}
+			if tok.PromptLogprobs != nil {
+				ch.PromptTokens, ch.PromptLogprobs = run.e.promptPositions(run.prompts[idx/run.n], tok.PromptLogprobs)
+			}
+			if !send(ch) {
+				return cnt
+			}
+			echo = ""
 		}
 		cnt.tokens++
 		if inReasoning {
@@ -700,6 +735,36 @@ func (e *Engine) logprobEntry(t Token) LogprobEntry {
 		ent.TopLogprobs = append(ent.TopLogprobs, TopLogprob{Token: as, Logprob: a.Logprob, Bytes: byteInts(as)})
 	}
 	return ent
+}
+
+// promptPositions renders the prompt logprobs of prompt (Token.PromptLogprobs)
+// as vLLM's prompt_logprobs, with each prompt token's text.
+func (e *Engine) promptPositions(prompt []int32, lps []*PromptLogprob) ([]string, []PromptPosition) {
+	tokens := make([]string, len(prompt))
+	out := make([]PromptPosition, len(lps))
+	ranked := func(id int32, lp float32, rank int) RankedLogprob {
+		if math.IsInf(float64(lp), -1) {
+			lp = -9999 // vLLM's clamp_prompt_logprobs: JSON has no -Infinity
+		}
+		return RankedLogprob{ID: id, Logprob: lp, Rank: rank, DecodedToken: e.chat.tok.TokenString(id)}
+	}
+	for i, id := range prompt {
+		tokens[i] = e.chat.tok.TokenString(id)
+		lp := lps[i]
+		if lp == nil {
+			continue
+		}
+		pos := PromptPosition{ranked(lp.ID, lp.Logprob, lp.Rank)}
+		for j, t := range lp.Top {
+			if t.ID == lp.ID {
+				pos[0].Rank = j + 1
+				continue
+			}
+			pos = append(pos, ranked(t.ID, t.Logprob, j+1))
+		}
+		out[i] = pos
+	}
+	return tokens, out
 }
 
 func byteInts(s string) []int {

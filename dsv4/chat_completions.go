@@ -30,11 +30,18 @@ type CompletionRequest struct {
 	// the n of highest cumulative logprob is not implemented (vLLM's V1
 	// engine refuses best_of > 1 likewise: "V1 does not support best_of").
 	BestOf *int `json:"best_of,omitempty"`
-	// Echo prepends the prompt to the output text. Logprobs then cover the
-	// generated tokens only (no prompt-token entries, which vLLM gives from
-	// prompt_logprobs); their text_offset values are positions in the
-	// returned text, the echoed prompt included, in code points as vLLM
-	// counts them (TextPos).
+	// Echo prepends the prompt to the output text. With Logprobs, the
+	// logprobs then cover the prompt tokens too, first, as in OpenAI's
+	// legacy API and vLLM (which computes them as prompt_logprobs, equal to
+	// logprobs unless prompt_logprobs is set; the choice then carries
+	// prompt_logprobs as well): the first prompt token has a null
+	// token_logprobs and top_logprobs entry (nothing comes before it), each
+	// later one its logprob and a top_logprobs object with the prompt token
+	// and up to Logprobs alternatives (LegacyPromptLogprobs). text_offset
+	// values are positions in the returned text, the echoed prompt
+	// included, in code points as vLLM counts them (TextPos). On an engine
+	// whose backend cannot give every position's logits (not an
+	// AllLogitsBackend) echo's logprobs cover the generated tokens only.
 	Echo          bool           `json:"echo,omitempty"`
 	Suffix        *string        `json:"suffix,omitempty"`
 	Stream        bool           `json:"stream,omitempty"`
@@ -75,8 +82,10 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 }
 
 // sampling converts the request's sampling fields (defaults: temperature
-// 1, max_tokens 16).
-func (r *CompletionRequest) sampling() (SamplingParams, error) {
+// 1, max_tokens 16). Prompt logprobs are prompt_logprobs or, with echo and
+// logprobs, logprobs (vLLM's CompletionRequest.to_sampling_params) when
+// allLogits; a stream without echo has no place for them.
+func (r *CompletionRequest) sampling(allLogits bool) (SamplingParams, error) {
 	cr := ChatRequest{RequestSampling: r.RequestSampling}
 	if r.MaxTokens == nil {
 		cr.MaxTokens = new(int)
@@ -88,6 +97,16 @@ func (r *CompletionRequest) sampling() (SamplingParams, error) {
 		}
 		cr.Logprobs = true
 		cr.TopLogprobs = r.Logprobs
+	}
+	if err := checkPromptLogprobsStream(r.PromptLogprobs, r.Stream); err != nil {
+		return SamplingParams{}, err
+	}
+	echoed := r.Echo && r.Logprobs != nil
+	switch {
+	case r.PromptLogprobs == nil && echoed && allLogits:
+		cr.PromptLogprobs = r.Logprobs
+	case r.Stream && !echoed:
+		cr.PromptLogprobs = nil // 0 (the only value allowed): no place for them
 	}
 	return cr.Sampling()
 }
@@ -108,7 +127,7 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	if c == nil {
 		return nil, ErrNoChat
 	}
-	p, err := req.sampling()
+	p, err := req.sampling(e.s.all != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -172,12 +191,47 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	return run.stream(ctx)
 }
 
-// CompletionLogprobs is the legacy completions logprobs object.
+// CompletionLogprobs is the legacy completions logprobs object. An echoed
+// prompt's first token has a nil TokenLogprobs and TopLogprobs entry (JSON
+// null). Each TopLogprobs object holds the token itself and its
+// alternatives, keyed by their text, as vLLM's
+// _create_completion_logprobs builds it (a text shared by two tokens keeps
+// the later one's logprob, as a Python dict does); logprobs below -9999
+// (-Inf) are sent as -9999, as vLLM does.
 type CompletionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float32            `json:"token_logprobs"`
+	TokenLogprobs []*float32           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
+}
+
+// Append adds o's entries after c's (o nil: nothing).
+func (c *CompletionLogprobs) Append(o *CompletionLogprobs) {
+	if o == nil {
+		return
+	}
+	c.Tokens = append(c.Tokens, o.Tokens...)
+	c.TokenLogprobs = append(c.TokenLogprobs, o.TokenLogprobs...)
+	c.TopLogprobs = append(c.TopLogprobs, o.TopLogprobs...)
+	c.TextOffset = append(c.TextOffset, o.TextOffset...)
+}
+
+func newCompletionLogprobs() *CompletionLogprobs {
+	return &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+}
+
+// add appends one token at pos (advanced past it): its logprob (nil: null)
+// and its top_logprobs object (nil: null).
+func (c *CompletionLogprobs) add(pos *TextPos, token string, lp *float32, top map[string]float32) {
+	if lp != nil {
+		v := max(*lp, -9999)
+		lp = &v
+	}
+	c.Tokens = append(c.Tokens, token)
+	c.TokenLogprobs = append(c.TokenLogprobs, lp)
+	c.TopLogprobs = append(c.TopLogprobs, top)
+	c.TextOffset = append(c.TextOffset, pos.Offset())
+	pos.Advance(token)
 }
 
 // TextPos is a position in a completion's returned text counted as vLLM
@@ -229,19 +283,40 @@ func LegacyLogprobs(entries []LogprobEntry, offset int) *CompletionLogprobs {
 // chunk keeps one TextPos per choice (advanced past any text that has no
 // logprobs, such as the echoed prompt).
 func LegacyLogprobsAt(entries []LogprobEntry, pos *TextPos) *CompletionLogprobs {
-	out := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+	out := newCompletionLogprobs()
 	for _, e := range entries {
-		out.Tokens = append(out.Tokens, e.Token)
-		out.TokenLogprobs = append(out.TokenLogprobs, e.Logprob)
-		top := map[string]float32{}
+		top := map[string]float32{e.Token: max(e.Logprob, -9999)}
 		for _, t := range e.TopLogprobs {
-			if _, dup := top[t.Token]; !dup {
-				top[t.Token] = t.Logprob
-			}
+			top[t.Token] = max(t.Logprob, -9999)
 		}
-		out.TopLogprobs = append(out.TopLogprobs, top)
-		out.TextOffset = append(out.TextOffset, pos.Offset())
-		pos.Advance(e.Token)
+		out.add(pos, e.Token, &e.Logprob, top)
+	}
+	return out
+}
+
+// LegacyPromptLogprobs converts an echoed prompt's logprobs (ChatChunk's
+// PromptTokens and PromptLogprobs) to the completions form from pos, which
+// it advances: entry i is tokens[i] with, for i ≥ 1, the prompt token's
+// logprob and a top_logprobs object holding at most the first k+1 tokens
+// of positions[i] (the prompt token, then its alternatives by rank), as
+// vLLM's _create_completion_logprobs keeps them for a request's logprobs
+// k; the first token's entries are null.
+func LegacyPromptLogprobs(tokens []string, positions []PromptPosition, k int, pos *TextPos) *CompletionLogprobs {
+	out := newCompletionLogprobs()
+	for i, tok := range tokens {
+		var p PromptPosition
+		if i < len(positions) {
+			p = positions[i]
+		}
+		if len(p) == 0 {
+			out.add(pos, tok, nil, nil)
+			continue
+		}
+		top := map[string]float32{}
+		for _, e := range p[:min(len(p), k+1)] {
+			top[e.DecodedToken] = max(e.Logprob, -9999)
+		}
+		out.add(pos, tok, &p[0].Logprob, top)
 	}
 	return out
 }

@@ -15,21 +15,33 @@ import (
 // encoder, parsers).
 func tinyEngine(t *testing.T) *dsv4.Engine {
 	t.Helper()
-	ctx := context.Background()
+	return tinyModelEngine(t, tinyModel(t), dsv4.EngineOptions{})
+}
+
+// tinyModel loads the embedded dsv4-tiny model, closed at the test's end.
+func tinyModel(t *testing.T) *dsv4.Model {
+	t.Helper()
 	dir, err := models.TinyDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := dsv4.Load(ctx, dir)
+	m, err := dsv4.Load(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	e, err := dsv4.NewEngine(m, dsv4.EngineOptions{})
+	return m
+}
+
+// tinyModelEngine starts an engine on m with opts, closed at the test's
+// end.
+func tinyModelEngine(t *testing.T, m *dsv4.Model, opts dsv4.EngineOptions) *dsv4.Engine {
+	t.Helper()
+	e, err := dsv4.NewEngine(m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Close(ctx) })
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
 	return e
 }
 

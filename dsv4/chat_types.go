@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/dsv4go/dsv4go/template"
 )
@@ -100,6 +101,23 @@ type RequestSampling struct {
 	// IncludeStopStrInOutput is vLLM's include_stop_str_in_output extra
 	// field (default false): see SamplingParams.IncludeStopStrInOutput.
 	IncludeStopStrInOutput bool `json:"include_stop_str_in_output,omitempty"`
+	// PromptLogprobs is vLLM's prompt_logprobs extra field: the response
+	// carries the prompt tokens' logprobs with that many alternatives each
+	// (ChatResponse.PromptLogprobs; for completions, per choice). A
+	// *ParamError (param prompt_logprobs, HTTP 400) when negative (vLLM's
+	// -1, the whole vocabulary, too), above MaxTopLogprobs (vLLM's
+	// max_logprobs check), or above 0 with stream true (vLLM: "not
+	// available when stream=True"; 0 is accepted and nothing is streamed).
+	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
+}
+
+// checkPromptLogprobsStream refuses prompt_logprobs above 0 in a streamed
+// request, as vLLM's check_logprobs validators do.
+func checkPromptLogprobsStream(k *int, stream bool) error {
+	if k != nil && *k > 0 && stream {
+		return paramErr("prompt_logprobs", "not available when stream is true")
+	}
+	return nil
 }
 
 // StreamOptions are OpenAI's stream_options.
@@ -233,6 +251,10 @@ func (s *StringList) UnmarshalJSON(b []byte) error {
 type ChatResponse struct {
 	Choices []ChatChoice `json:"choices"`
 	Usage   Usage        `json:"usage"`
+	// PromptLogprobs is vLLM's top-level prompt_logprobs, present when the
+	// request set prompt_logprobs (not streamed): one entry per prompt
+	// token, the first null (see PromptPosition).
+	PromptLogprobs []PromptPosition `json:"prompt_logprobs,omitempty"`
 }
 
 // ChatChoice is one completion of a chat request.
@@ -275,6 +297,81 @@ type TopLogprob struct {
 	Bytes   []int   `json:"bytes"`
 }
 
+// PromptPosition is one entry of vLLM's prompt_logprobs (chat: top level
+// of the response; completions: per choice): the distribution at one
+// prompt position, as the JSON object vLLM serves (a dict keyed by token
+// id strings, in vLLM's order): first the prompt token there, then the
+// prompt_logprobs most likely tokens by rank; a token among both stands
+// once, first, with its top-k rank (vLLM's dict keeps the first key's
+// place and the later value). A nil PromptPosition is JSON null: the
+// first prompt token's entry. Logprobs are natural logs of the raw
+// distribution (float64 log-softmax, as PromptLogprob), -Inf sent as
+// -9999 as vLLM's clamp_prompt_logprobs does.
+//
+//	[null, {"791": {"logprob": -2.1, "rank": 3, "decoded_token": " the"},
+//	        "264": {"logprob": -0.9, "rank": 1, "decoded_token": " a"}}, ...]
+type PromptPosition []RankedLogprob
+
+// RankedLogprob is one token of a PromptPosition: vLLM's Logprob.
+type RankedLogprob struct {
+	ID           int32   `json:"-"` // the key of the JSON object
+	Logprob      float32 `json:"logprob"`
+	Rank         int     `json:"rank"`          // 1: the most likely (PromptLogprob.Rank)
+	DecodedToken string  `json:"decoded_token"` // the token's text
+}
+
+// MarshalJSON writes the object keyed by token id, in order (nil: null).
+func (p PromptPosition) MarshalJSON() ([]byte, error) {
+	if p == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	for i, e := range p {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendInt(b, int64(e.ID), 10)
+		b = append(b, '"', ':')
+		v, err := json.Marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, v...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, keeping the keys' order.
+func (p *PromptPosition) UnmarshalJSON(b []byte) error {
+	*p = nil
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("prompt logprobs position: want an object or null, got %s", jsonKind(b))
+	}
+	out := PromptPosition{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return err
+		}
+		id, err := strconv.ParseInt(t.(string), 10, 32)
+		if err != nil {
+			return fmt.Errorf("prompt logprobs position: key %q is not a token id", t)
+		}
+		e := RankedLogprob{ID: int32(id)}
+		if err := d.Decode(&e); err != nil {
+			return err
+		}
+		out = append(out, e)
+	}
+	*p = out
+	return nil
+}
+
 // Usage counts tokens; completion tokens include reasoning tokens and, with
 // n > 1, all choices.
 type Usage struct {
@@ -299,6 +396,14 @@ type ChatChunk struct {
 	FinishReason string
 	MatchedStop  any
 	Usage        *Usage
+	// PromptLogprobs (request prompt_logprobs; completions also echo with
+	// logprobs) ride on one chunk of the choice, before its first token's,
+	// or with a completion's echoed prompt (Delta.Content) when echoed: one
+	// PromptPosition per prompt token, the first nil. PromptTokens holds
+	// the prompt tokens' texts (as LogprobEntry.Token), for the echoed
+	// logprobs (LegacyPromptLogprobs). Chat gives them on choice 0 only.
+	PromptLogprobs []PromptPosition
+	PromptTokens   []string
 }
 
 // ChatDelta is OpenAI's streaming delta.

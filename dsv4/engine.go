@@ -144,6 +144,11 @@ type Token struct {
 	// StopToken marks a last token that is the EOS or a stop token id: it
 	// ends the output and is not part of its text.
 	StopToken bool
+	// PromptLogprobs, on the first token of a generation whose
+	// SamplingParams.PromptLogprobs asked, holds one entry per prompt
+	// token: nil for the first (nothing comes before it), then the
+	// PromptLogprob of each later one. Nil on every other token.
+	PromptLogprobs []*PromptLogprob
 }
 
 // EngineStats is a snapshot of an Engine's counters, for metrics.
@@ -209,7 +214,7 @@ func newEngine(b Backend, opts EngineOptions) *Engine {
 		b = cappedBackend{b, opts.MaxContext}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &scheduler{b: b, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &scheduler{b: b, all: allLogitsOf(b), opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	e := &Engine{b: b, s: s, cancel: cancel, seeds: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 	go s.loop(ctx)
 	return e
@@ -298,6 +303,9 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 			return nil, paramErr("prompt", "token id %d out of range [0, %d)", t, vocab)
 		}
 	}
+	if p.PromptLogprobs != nil && e.s.all == nil {
+		return nil, paramErr("prompt_logprobs", "not supported: the engine's backend does not give every position's logits (dsv4.AllLogitsBackend)")
+	}
 	ctxLen := e.b.MaxContext()
 	if len(prompt) >= ctxLen {
 		return nil, fmt.Errorf("%w: %d prompt tokens, context %d", ErrContextLength, len(prompt), ctxLen)
@@ -322,6 +330,9 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 		forcer:    forcer,
 		enqueued:  time.Now(),
 		notify:    make(chan struct{}, 1),
+	}
+	if p.PromptLogprobs != nil {
+		r.promptLP = make([]*PromptLogprob, len(prompt))
 	}
 	if b := e.s.opts.StateMemory; b > 0 && r.reserve > b {
 		return nil, fmt.Errorf("%w: needs %d bytes, budget %d", ErrRequestTooLarge, r.reserve, b)

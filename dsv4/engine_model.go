@@ -19,6 +19,11 @@ func (b modelBackend) Prefill(ctx context.Context, s BackendSequence, ids []int3
 	return b.m.Prefill(ctx, s.(*Sequence), ids)
 }
 
+// PrefillAll makes modelBackend an AllLogitsBackend (prompt logprobs).
+func (b modelBackend) PrefillAll(ctx context.Context, s BackendSequence, ids []int32) ([][]float32, error) {
+	return b.m.PrefillAll(ctx, s.(*Sequence), ids)
+}
+
 func (b modelBackend) Decode(ctx context.Context, seqs []BackendSequence, ids []int32) ([][]float32, error) {
 	ss := make([]*Sequence, len(seqs))
 	for i, s := range seqs {

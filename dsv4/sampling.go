@@ -92,6 +92,17 @@ type SamplingParams struct {
 	// TopLogprobs (0..20) the most likely alternatives at each position.
 	Logprobs    bool
 	TopLogprobs int
+
+	// PromptLogprobs (vLLM's prompt_logprobs), when not nil, asks for the
+	// log-probability of every prompt token after the first given the
+	// tokens before it, with its rank and the *PromptLogprobs (0..20,
+	// MaxTopLogprobs) most likely tokens at its position: the first
+	// generated Token carries them (Token.PromptLogprobs). They are those
+	// of the raw distribution, as the generated tokens' Logprobs. Only
+	// then does the engine compute the logits of every prompt position
+	// (AllLogitsBackend); otherwise prefill computes the last position's
+	// only. vLLM's -1 (the whole vocabulary) is refused.
+	PromptLogprobs *int
 }
 
 // Limits on sampling parameters, matching the OpenAI API's documented ranges.
@@ -148,6 +159,8 @@ func (p *SamplingParams) Validate(vocab int) error {
 		return paramErr("min_tokens", "must be in [0, max_tokens], got %d", p.MinTokens)
 	case p.TopLogprobs < 0 || p.TopLogprobs > MaxTopLogprobs:
 		return paramErr("top_logprobs", "must be in [0, %d], got %d", MaxTopLogprobs, p.TopLogprobs)
+	case p.PromptLogprobs != nil && (*p.PromptLogprobs < 0 || *p.PromptLogprobs > MaxTopLogprobs):
+		return paramErr("prompt_logprobs", "must be in [0, %d] (-1, the whole vocabulary, is not supported), got %d", MaxTopLogprobs, *p.PromptLogprobs)
 	case len(p.Stop) > MaxStopStrings:
 		return paramErr("stop", "at most %d stop strings, got %d", MaxStopStrings, len(p.Stop))
 	case len(p.LogitBias) > maxLogitBias:
@@ -435,6 +448,35 @@ func (s *sampler) draw(x []float32) int32 {
 		}
 	}
 	return s.idx[keep-1]
+}
+
+// PromptLogprob is the model's distribution at one prompt position: the
+// log-probability (natural log, raw distribution: log-softmax in float64 of
+// the logits of the position before, as the generated tokens' logprobs)
+// of the prompt token there, its rank, and the most likely tokens.
+type PromptLogprob struct {
+	ID      int32   // the prompt token
+	Logprob float32 // its log-probability
+	// Rank is the number of vocabulary tokens whose logit is at least the
+	// prompt token's (1: the most likely; ties share the worse rank), as
+	// vLLM ranks a token (batched_count_greater_than: logprobs >= it).
+	Rank int
+	// Top holds the SamplingParams.PromptLogprobs most likely tokens,
+	// best first (ties by id); the prompt token may be among them.
+	Top []TokenLogprob
+}
+
+// promptLogprob computes the PromptLogprob of token tok from the logits
+// of the position before it, with the k most likely tokens.
+func promptLogprob(logits []float32, tok int32, k int) *PromptLogprob {
+	lp, top := rawLogprobs(logits, tok, k)
+	rank := 0
+	for _, v := range logits {
+		if v >= logits[tok] {
+			rank++
+		}
+	}
+	return &PromptLogprob{ID: tok, Logprob: lp, Rank: rank, Top: top}
 }
 
 // rawLogprobs returns log_softmax(logits)[tok] and the k most likely tokens

@@ -2,6 +2,7 @@ package dsv4
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -32,6 +33,34 @@ type Backend interface {
 	// EOS lists the end-of-sequence token ids.
 	EOS() []int32
 }
+
+// AllLogitsBackend is a Backend that can also return the logits of every
+// position of a prefill chunk, which prompt logprobs need
+// (SamplingParams.PromptLogprobs); NewEngine's model backend is one
+// (Model.PrefillAll). An Engine on a Backend without it refuses prompt
+// logprobs with a *ParamError (param prompt_logprobs).
+type AllLogitsBackend interface {
+	Backend
+	// PrefillAll is Prefill returning the logits of every position of ids:
+	// [len(ids)][vocab], the last row being what Prefill returns.
+	PrefillAll(ctx context.Context, seq BackendSequence, ids []int32) ([][]float32, error)
+}
+
+// allLogitsOf returns b as an AllLogitsBackend (seeing through the
+// MaxContext cap), or nil.
+func allLogitsOf(b Backend) AllLogitsBackend {
+	if c, ok := b.(cappedBackend); ok {
+		b = c.Backend
+	}
+	a, _ := b.(AllLogitsBackend)
+	return a
+}
+
+// promptLogitsChunk bounds the prompt tokens one step prefills for a request
+// asking for prompt logprobs, so that their logits ([rows][vocab] float32:
+// 66 MB for 128 rows of DeepSeek-V4's vocabulary) stay small; the forward
+// pass is batch-invariant, so the chunking changes no value.
+const promptLogitsChunk = 128
 
 // BackendSequence is one sequence's state in a Backend. Release frees it
 // and must be idempotent.
@@ -65,6 +94,10 @@ type request struct {
 	nOut      int
 	admitted  time.Time
 	paused    time.Time // zero, or since when MaxUnread tokens wait unread
+	// promptLP collects the prompt logprobs (SamplingParams.PromptLogprobs;
+	// nil: not asked) while the prompt is prefilled; the first token
+	// hands them over.
+	promptLP []*PromptLogprob
 
 	// output queue
 	mu      sync.Mutex
@@ -112,6 +145,7 @@ func (r *request) stopRequested() bool {
 // scheduler runs the continuous-batching loop of an Engine.
 type scheduler struct {
 	b    Backend
+	all  AllLogitsBackend // b's every-position prefill, or nil
 	opts EngineOptions
 
 	mu       sync.Mutex
@@ -399,9 +433,12 @@ func (s *scheduler) step(ctx context.Context) {
 			break
 		}
 		n := min(len(r.pending), max(budget, 1))
+		if r.promptLP != nil && !r.prefilled {
+			n = min(n, promptLogitsChunk)
+		}
 		chunk := r.pending[:n]
 		t0 := time.Now()
-		logits, err := s.b.Prefill(ctx, r.seq, chunk)
+		logits, err := s.prefill(ctx, r, chunk)
 		s.stats.prefillNanos.Add(int64(time.Since(t0)))
 		s.stats.prefillTokens.Add(int64(n))
 		budget -= n
@@ -424,14 +461,41 @@ func (s *scheduler) step(ctx context.Context) {
 	}
 }
 
-// sampleAll samples the next token of every request of a decode batch in
-// parallel (each request owns its sampler and RNG, so the result does not
-// depend on the split); emit then uses the drawn token. Sampling costs one
-// exp per vocabulary entry, which on a large batch would otherwise hold
-// the single scheduler goroutine.
-func (s *scheduler) sampleAll(rs []*request, logits [][]float32) {
-	workers := min(runtime.GOMAXPROCS(0), len(rs))
+// prefill feeds chunk, the next of r's pending tokens, to its sequence and
+// returns the logits of the chunk's last position. While the prompt of a
+// request asking for prompt logprobs is fed, it takes every position's
+// logits instead and records, from the logits of each position, the
+// PromptLogprob of the prompt token after it (the last position of the
+// prompt predicts the first generated token: no entry).
+func (s *scheduler) prefill(ctx context.Context, r *request, chunk []int32) ([]float32, error) {
+	if r.promptLP == nil || r.prefilled {
+		return s.b.Prefill(ctx, r.seq, chunk)
+	}
+	rows, err := s.all.PrefillAll(ctx, r.seq, chunk)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != len(chunk) {
+		return nil, fmt.Errorf("dsv4: backend PrefillAll returned %d rows for %d tokens", len(rows), len(chunk))
+	}
+	start := len(r.prompt) - len(r.pending) // the position of chunk[0]
+	k := *r.samp.p.PromptLogprobs
+	parallelFor(len(rows), func(j int) {
+		if next := start + j + 1; next < len(r.prompt) {
+			r.promptLP[next] = promptLogprob(rows[j], r.prompt[next], k)
+		}
+	})
+	return rows[len(rows)-1], nil
+}
+
+// parallelFor runs f(0), ..., f(n-1) on up to GOMAXPROCS goroutines and
+// returns when all have run.
+func parallelFor(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
 	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
 		return
 	}
 	var wg sync.WaitGroup
@@ -440,22 +504,32 @@ func (s *scheduler) sampleAll(rs []*request, logits [][]float32) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(rs) {
-					return
-				}
-				r := rs[i]
-				if r.stopRequested() {
-					continue
-				}
-				t, lp, top := r.samp.sample(logits[i])
-				r.draw = Token{ID: t, Logprob: lp, TopLogprobs: top}
-				r.drawn = true
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// sampleAll samples the next token of every request of a decode batch in
+// parallel (each request owns its sampler and RNG, so the result does not
+// depend on the split); emit then uses the drawn token. Sampling costs one
+// exp per vocabulary entry, which on a large batch would otherwise hold
+// the single scheduler goroutine.
+func (s *scheduler) sampleAll(rs []*request, logits [][]float32) {
+	if min(runtime.GOMAXPROCS(0), len(rs)) <= 1 {
+		return
+	}
+	parallelFor(len(rs), func(i int) {
+		r := rs[i]
+		if r.stopRequested() {
+			return
+		}
+		t, lp, top := r.samp.sample(logits[i])
+		r.draw = Token{ID: t, Logprob: lp, TopLogprobs: top}
+		r.drawn = true
+	})
 }
 
 // emit samples r's next token from logits (unless sampleAll drew it), queues it for the consumer and
@@ -477,7 +551,8 @@ func (s *scheduler) emit(r *request, logits []float32) bool {
 	r.samp.observe(tok)
 	r.nOut++
 	s.stats.genTokens.Add(1)
-	ev := tokenEvent{Token: Token{ID: tok, Logprob: lp, TopLogprobs: top}}
+	ev := tokenEvent{Token: Token{ID: tok, Logprob: lp, TopLogprobs: top, PromptLogprobs: r.promptLP}}
+	r.promptLP = nil // handed over with the first token
 	ctxLen := s.b.MaxContext()
 	switch {
 	case r.samp.isStop(tok) && r.nOut > r.samp.p.MinTokens-1:

@@ -287,14 +287,16 @@ func TestIncludeStopStrInOutputServer(t *testing.T) {
 	}
 }
 
-// TestEchoTextOffset: with echo, a completion's logprobs text_offset values
+// TestEchoTextOffset: with echo, a completion's logprobs cover the prompt
+// tokens first (vLLM's prompt_logprobs under echo) and text_offset values
 // are positions in the returned text, the echoed prompt included (vLLM's
 // text_offset), counted in code points as vLLM counts Python strs, not
-// bytes; each offset is where that token's text starts, and the stop
-// token's (reported, not in the text) is the text's end. The prompts carry
-// non-ASCII text ("｜" of the special tokens, "héllo 世界" echoed back by
-// the mock), so a byte count would differ; streamed and non-streamed
-// offsets are the same.
+// bytes; each offset is where that token's text starts (the first prompt
+// token's 0, the first generated token's the prompt's length), and the
+// stop token's (reported, not in the text) is the text's end. The prompts
+// carry non-ASCII text ("｜" of the special tokens, "héllo 世界" echoed
+// back by the mock), so a byte count would differ; streamed and
+// non-streamed offsets are the same.
 func TestEchoTextOffset(t *testing.T) {
 	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
 	prompt := "<｜User｜>Hello<｜Assistant｜></think>"
@@ -309,15 +311,16 @@ func TestEchoTextOffset(t *testing.T) {
 		echoed       string // the prompt's text
 		echo         bool
 		n            int
-		start        int // the first token's offset
+		start        int // the first generated token's offset
+		first        int // its index in the logprobs (the echoed prompt tokens')
 	}{
-		{"text echo", `"` + prompt + `"`, prompt, true, 1, runes(prompt)},
-		{"ids echo", string(idsJSON), prompt, true, 1, runes(prompt)},
-		{"no echo", `"` + prompt + `"`, prompt, false, 1, 0},
-		{"echo n=2", `"` + prompt + `"`, prompt, true, 2, runes(prompt)},
-		{"non-ascii text echo", `"` + uprompt + `"`, uprompt, true, 1, runes(uprompt)},
-		{"non-ascii ids echo", string(uidsJSON), uprompt, true, 1, runes(uprompt)},
-		{"non-ascii no echo", `"` + uprompt + `"`, uprompt, false, 1, 0},
+		{"text echo", `"` + prompt + `"`, prompt, true, 1, runes(prompt), len(ids)},
+		{"ids echo", string(idsJSON), prompt, true, 1, runes(prompt), len(ids)},
+		{"no echo", `"` + prompt + `"`, prompt, false, 1, 0, 0},
+		{"echo n=2", `"` + prompt + `"`, prompt, true, 2, runes(prompt), len(ids)},
+		{"non-ascii text echo", `"` + uprompt + `"`, uprompt, true, 1, runes(uprompt), len(uids)},
+		{"non-ascii ids echo", string(uidsJSON), uprompt, true, 1, runes(uprompt), len(uids)},
+		{"non-ascii no echo", `"` + uprompt + `"`, uprompt, false, 1, 0, 0},
 	} {
 		var offsets [2][]int
 		for si, stream := range []bool{false, true} {
@@ -332,11 +335,11 @@ func TestEchoTextOffset(t *testing.T) {
 			}
 			offsets[si] = choices[0].TextOffset
 			for i, c := range choices {
-				if len(c.TextOffset) == 0 || len(c.TextOffset) != len(c.Tokens) {
+				if len(c.TextOffset) <= tc.first || len(c.TextOffset) != len(c.Tokens) {
 					t.Fatalf("%s stream=%v choice %d: offsets %v tokens %q", tc.name, stream, i, c.TextOffset, c.Tokens)
 				}
-				if c.TextOffset[0] != tc.start {
-					t.Errorf("%s stream=%v choice %d: first offset %d, want %d", tc.name, stream, i, c.TextOffset[0], tc.start)
+				if c.TextOffset[0] != 0 || c.TextOffset[tc.first] != tc.start {
+					t.Errorf("%s stream=%v choice %d: offsets %d and %d (token %d), want 0 and %d", tc.name, stream, i, c.TextOffset[0], c.TextOffset[tc.first], tc.first, tc.start)
 				}
 				if tc.echo && !strings.HasPrefix(c.Text, tc.echoed) {
 					t.Errorf("%s: text %q does not start with the prompt", tc.name, c.Text)

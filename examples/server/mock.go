@@ -71,6 +71,18 @@ func (b *scriptBackend) Prefill(ctx context.Context, s dsv4.BackendSequence, ids
 	return q.step(), nil
 }
 
+// PrefillAll makes the mock a dsv4.AllLogitsBackend (prompt logprobs): the
+// script's logits after each prefix of the prompt.
+func (b *scriptBackend) PrefillAll(ctx context.Context, s dsv4.BackendSequence, ids []int32) ([][]float32, error) {
+	q := s.(*scriptSeq)
+	out := make([][]float32, len(ids))
+	for i, id := range ids {
+		q.ids = append(q.ids, id)
+		out[i] = slices.Clone(q.step())
+	}
+	return out, nil
+}
+
 func (b *scriptBackend) Decode(ctx context.Context, seqs []dsv4.BackendSequence, ids []int32) ([][]float32, error) {
 	if b.delay > 0 {
 		time.Sleep(b.delay)

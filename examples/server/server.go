@@ -227,7 +227,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(openaiwire.ChatResponse{
 			ID: id, Object: "chat.completion", Created: created, Model: s.modelName,
-			Choices: resp.Choices, Usage: resp.Usage,
+			Choices: resp.Choices, Usage: resp.Usage, PromptLogprobs: resp.PromptLogprobs,
 		})
 		return
 	}
@@ -318,6 +318,8 @@ type completionChoiceJSON struct {
 	Logprobs     *dsv4.CompletionLogprobs `json:"logprobs"`
 	FinishReason *string                  `json:"finish_reason"`
 	MatchedStop  any                      `json:"matched_stop,omitempty"`
+	// PromptLogprobs: vLLM's per-choice prompt_logprobs (not streamed).
+	PromptLogprobs []dsv4.PromptPosition `json:"prompt_logprobs,omitempty"`
 }
 
 type completionJSON struct {
@@ -353,10 +355,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 	obs := s.m.observer(t0)
 	obs.rec = rec
 	// offsets[i] is where choice i's next token starts in its returned
-	// text: after the echoed prompt (a text chunk with no logprobs, which
-	// CompleteStream sends first) and the tokens before it, in code points
-	// as vLLM's text_offset (dsv4.TextPos). Streamed or not, the offsets
-	// are the same.
+	// text: after the echoed prompt (the chunk CompleteStream sends first,
+	// which carries the prompt's logprobs when echo has logprobs and
+	// otherwise none) and the tokens before it, in code points as vLLM's
+	// text_offset (dsv4.TextPos). Streamed or not, the offsets are the
+	// same.
 	offsets := map[int]*dsv4.TextPos{}
 	logprobs := func(ch *dsv4.ChatChunk) *dsv4.CompletionLogprobs {
 		pos := offsets[ch.Index]
@@ -364,11 +367,20 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 			pos = &dsv4.TextPos{}
 			offsets[ch.Index] = pos
 		}
-		if ch.Logprobs == nil {
+		var out *dsv4.CompletionLogprobs
+		switch {
+		case ch.PromptLogprobs != nil && req.Echo && req.Logprobs != nil:
+			out = dsv4.LegacyPromptLogprobs(ch.PromptTokens, ch.PromptLogprobs, *req.Logprobs, pos)
+		case ch.Logprobs == nil:
 			pos.Advance(ch.Delta.Content)
-			return nil
 		}
-		return dsv4.LegacyLogprobsAt(ch.Logprobs.Content, pos)
+		if ch.Logprobs != nil {
+			if out == nil {
+				return dsv4.LegacyLogprobsAt(ch.Logprobs.Content, pos)
+			}
+			out.Append(dsv4.LegacyLogprobsAt(ch.Logprobs.Content, pos))
+		}
+		return out
 	}
 	if !req.Stream {
 		var choices []completionChoiceJSON
@@ -395,11 +407,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 				if c.Logprobs == nil {
 					c.Logprobs = lp
 				} else {
-					c.Logprobs.Tokens = append(c.Logprobs.Tokens, lp.Tokens...)
-					c.Logprobs.TokenLogprobs = append(c.Logprobs.TokenLogprobs, lp.TokenLogprobs...)
-					c.Logprobs.TopLogprobs = append(c.Logprobs.TopLogprobs, lp.TopLogprobs...)
-					c.Logprobs.TextOffset = append(c.Logprobs.TextOffset, lp.TextOffset...)
+					c.Logprobs.Append(lp)
 				}
+			}
+			if ch.PromptLogprobs != nil {
+				c.PromptLogprobs = ch.PromptLogprobs
 			}
 			c.Text += ch.Delta.Content
 			if ch.FinishReason != "" {

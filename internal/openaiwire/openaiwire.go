@@ -35,6 +35,9 @@ type ChatResponse struct {
 	Model   string            `json:"model"`
 	Choices []dsv4.ChatChoice `json:"choices"`
 	Usage   dsv4.Usage        `json:"usage"`
+	// PromptLogprobs is vLLM's top-level prompt_logprobs (absent unless
+	// the request set prompt_logprobs): dsv4.ChatResponse.PromptLogprobs.
+	PromptLogprobs []dsv4.PromptPosition `json:"prompt_logprobs,omitempty"`
 }
 
 // NewID returns prefix followed by 24 random hex digits ("chatcmpl-…").

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,8 +323,13 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 		maxTok = ctxLen - len(prompt)
 	}
 	r := &request{
-		ctx:       ctx,
-		prompt:    prompt,
+		ctx: ctx,
+		// A copy: the scheduler appends sampled tokens to a slice of the
+		// prompt's array (pending), which must not be the caller's (it wrote
+		// past len(prompt) into a caller's spare capacity, and requests
+		// sharing one prompt slice, such as the n choices of a chat request,
+		// overwrote each other's next token).
+		prompt:    slices.Clone(prompt),
 		samp:      newSampler(p, prompt, e.b.EOS(), e.newSeed()),
 		maxTokens: maxTok,
 		reserve:   e.b.StateBytes(len(prompt) + maxTok),

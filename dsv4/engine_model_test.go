@@ -155,3 +155,38 @@ func BenchmarkEngineDecode(b *testing.B) {
 		})
 	}
 }
+
+// Generate neither writes into the caller's prompt array (past its length,
+// where sampled tokens used to be appended when the slice had spare
+// capacity) nor lets requests sharing one prompt slice, as the n choices of
+// a chat request do, overwrite each other's next token.
+func TestEngineGenerateKeepsPrompt(t *testing.T) {
+	m := engineTestModel(t)
+	e, err := NewEngine(m, EngineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeEngine(t, e)
+	backing := []int32{5, 6, 7, 8, 9, 10, 11, 12, 0, 0, 0, 0}
+	prompt := backing[:8]
+	p := SamplingParams{MaxTokens: 12, IgnoreEOS: true}
+	want, _ := collect(t, e, context.Background(), prompt, p)
+	if got := backing[8:]; !slicesEqual(got, []int32{0, 0, 0, 0}) {
+		t.Errorf("the array past the prompt became %v", got)
+	}
+	outs := make([][]int32, 6)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], _ = collect(t, e, context.Background(), prompt, p)
+		}()
+	}
+	wg.Wait()
+	for i, got := range outs {
+		if !slicesEqual(got, want) {
+			t.Errorf("request %d sharing the prompt slice: %v, alone %v", i, got, want)
+		}
+	}
+}

@@ -551,6 +551,17 @@ func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], e
 			reasoning += c.reasoning
 		}
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		cached := 0
+		for i := 0; i < total; i += run.n {
+			most := int64(0)
+			for _, r := range reqs[i : i+run.n] {
+				most = max(most, r.cached.Load())
+			}
+			cached += int(most)
+		}
+		if cached > 0 {
+			u.PromptTokensDetails = &PromptTokensDetails{CachedTokens: cached}
+		}
 		if run.thinking {
 			u.CompletionTokensDetails = &CompletionTokensDetail{ReasoningTokens: reasoning}
 		}

@@ -18,8 +18,9 @@ func tinyEngine(t *testing.T) *dsv4.Engine {
 	return tinyModelEngine(t, tinyModel(t), dsv4.EngineOptions{})
 }
 
-// tinyModel loads the embedded dsv4-tiny model, closed at the test's end.
-func tinyModel(t *testing.T) *dsv4.Model {
+// tinyModel loads the embedded dsv4-tiny model, closed at the test's (or
+// benchmark's) end.
+func tinyModel(t testing.TB) *dsv4.Model {
 	t.Helper()
 	dir, err := models.TinyDir()
 	if err != nil {

@@ -379,6 +379,21 @@ type Usage struct {
 	CompletionTokens        int                     `json:"completion_tokens"`
 	TotalTokens             int                     `json:"total_tokens"`
 	CompletionTokensDetails *CompletionTokensDetail `json:"completion_tokens_details,omitempty"`
+	// PromptTokensDetails is set when some prompt tokens were restored from
+	// the engine's prefix cache (EngineOptions.PrefixCacheBytes) instead of
+	// prefilled; nil otherwise, as vLLM leaves it out when cached_tokens
+	// would be 0.
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails breaks prompt tokens down (OpenAI's
+// usage.prompt_tokens_details).
+type PromptTokensDetails struct {
+	// CachedTokens is the number of prompt tokens restored from the prefix
+	// cache: per prompt, the longest cached prefix any of its choices
+	// restored (each prompt counts once, as in PromptTokens), summed over
+	// the prompts of a request.
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // CompletionTokensDetail breaks completion tokens down.

@@ -63,6 +63,16 @@
 // iterator of sampled tokens ([SamplingParams]: temperature, top-p/k,
 // min-p, penalties, logit bias, seed, stop tokens, logprobs).
 //
+// Automatic prefix caching is on by default, as in vLLM V1: the engine
+// saves the state of prompts' prefixes as it prefills them (whole
+// prompts with their last logits, the point where a prompt leaves an
+// earlier one, checkpoints at 64, 128, 256, ... tokens) in an LRU under
+// EngineOptions.PrefixCacheBytes (default [DefaultPrefixCacheBytes];
+// negative turns it off), and a request whose prompt starts with a saved
+// prefix restores a copy of it and prefills only the rest, with the same
+// tokens and logprobs as without the cache. [Usage].PromptTokensDetails
+// reports the restored tokens; [EngineStats] counts queries and hits.
+//
 // [Engine.Chat] and [Engine.ChatStream] take a [ChatRequest], the OpenAI
 // chat-completions request (with the sampling extensions of SGLang and
 // vLLM): they render the prompt with DeepSeek-V4's chat encoding (or a

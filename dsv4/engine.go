@@ -91,6 +91,29 @@ type EngineOptions struct {
 	// context. Default 30 s; negative: wait for ever.
 	UnreadTimeout time.Duration
 
+	// PrefixCacheBytes is the byte budget of automatic prefix caching: the
+	// engine saves whole sequence states (SequenceState: a DeepSeek-V4
+	// state is windows, compressed entries and partial compressor buffers,
+	// not per-token blocks that prompts could share) after prefixes of the
+	// prompts it prefills: the whole prompt, with its last logits; the
+	// point, in 16-token units, where a prompt leaves one already cached
+	// (so a shared system prompt is saved the second time it is seen); and
+	// checkpoints at 64, 128, 256, ... tokens. A later request whose prompt
+	// starts with a saved prefix restores a copy of the longest one and
+	// prefills only the rest; the output is the same as without the cache
+	// (the forward pass gives the same bits however a prompt is chunked). A
+	// repeated prompt samples from the saved logits without running the
+	// model. Keys are the prefixes' tokens (a chained hash, then a full
+	// comparison). Saved states are charged here, not to StateMemory, and
+	// the least recently used ones are evicted to stay within the budget; a
+	// state larger than the budget is not saved. 0 means
+	// DefaultPrefixCacheBytes: on by default, as in vLLM V1 (whose
+	// --enable-prefix-caching defaults to on); negative turns prefix
+	// caching off (vLLM's --no-enable-prefix-caching). It is off, whatever
+	// the value, on a Backend that does not implement SnapshotBackend.
+	// Usage.PromptTokensDetails and EngineStats report what it served.
+	PrefixCacheBytes int64
+
 	// Tokenizer enables Chat and Complete. NewEngine loads tokenizer.json
 	// from the model's directory when it is nil; NewEngineWithBackend
 	// leaves the engine token-only.
@@ -126,6 +149,9 @@ func (o *EngineOptions) fill() {
 	if o.UnreadTimeout == 0 {
 		o.UnreadTimeout = 30 * time.Second
 	}
+	if o.PrefixCacheBytes == 0 {
+		o.PrefixCacheBytes = DefaultPrefixCacheBytes
+	}
 }
 
 // Token is one generated token.
@@ -158,17 +184,30 @@ type EngineStats struct {
 	LiveSequences    int   // sequences holding backend state
 	StateBytes       int64 // state memory reserved by running requests
 	StateBudget      int64 // EngineOptions.StateMemory (0: unlimited)
-	PromptTokens     int64 // prefill tokens processed, total
+	PromptTokens     int64 // prompt tokens prefilled by the model, total (restored ones excluded)
 	GeneratedTokens  int64 // tokens generated, total
 	DecodeSteps      int64 // batched decode calls, total
 	DecodeTime       time.Duration
 	PrefillTime      time.Duration
+
+	// Prefix caching (EngineOptions.PrefixCacheBytes), as vLLM's
+	// prefix_cache_queries / prefix_cache_hits: PrefixCacheQueries counts
+	// the prompt tokens of the requests admitted with the cache on, and
+	// PrefixCacheHits those of them restored from the cache instead of
+	// prefilled (their ratio is the hit rate). PrefixCacheBytes and
+	// PrefixCacheEntries are the cache's size now; PrefixCacheBudget is its
+	// budget (0: prefix caching off).
+	PrefixCacheQueries, PrefixCacheHits int64
+	PrefixCacheBytes, PrefixCacheBudget int64
+	PrefixCacheEntries                  int
 }
 
 type statsCounters struct {
 	running, waiting, liveSeqs, stateBytes atomic.Int64
 	prefillTokens, genTokens, decodeSteps  atomic.Int64
 	decodeNanos, prefillNanos              atomic.Int64
+	cacheQueries, cacheHits                atomic.Int64
+	cacheBytes, cacheEntries               atomic.Int64
 }
 
 // Engine serves many concurrent generation requests on one model with
@@ -211,12 +250,17 @@ func NewEngineWithBackend(b Backend, opts EngineOptions) (*Engine, error) {
 
 func newEngine(b Backend, opts EngineOptions) *Engine {
 	opts.fill()
+	snap, _ := b.(SnapshotBackend) // before cappedBackend hides it
 	if opts.MaxContext > 0 && opts.MaxContext < b.MaxContext() {
 		b = cappedBackend{b, opts.MaxContext}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{b: b, all: allLogitsOf(b), opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	e := &Engine{b: b, s: s, cancel: cancel, seeds: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	if snap != nil && opts.PrefixCacheBytes > 0 {
+		s.snap = snap
+		s.cache = newPrefixCache(opts.PrefixCacheBytes, e.newSeed())
+	}
 	go s.loop(ctx)
 	return e
 }
@@ -261,6 +305,12 @@ func (e *Engine) Stats() EngineStats {
 		DecodeSteps:     c.decodeSteps.Load(),
 		DecodeTime:      time.Duration(c.decodeNanos.Load()),
 		PrefillTime:     time.Duration(c.prefillNanos.Load()),
+
+		PrefixCacheQueries: c.cacheQueries.Load(),
+		PrefixCacheHits:    c.cacheHits.Load(),
+		PrefixCacheBytes:   c.cacheBytes.Load(),
+		PrefixCacheBudget:  e.s.cacheBudget(),
+		PrefixCacheEntries: int(c.cacheEntries.Load()),
 	}
 }
 

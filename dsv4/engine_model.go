@@ -3,6 +3,7 @@ package dsv4
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"iter"
 	"sync"
@@ -30,6 +31,23 @@ func (b modelBackend) Decode(ctx context.Context, seqs []BackendSequence, ids []
 		ss[i] = s.(*Sequence)
 	}
 	return b.m.Decode(ctx, ss, ids)
+}
+
+// Snapshot copies the sequence's state (Sequence.Snapshot): the prefix
+// cache's save.
+func (b modelBackend) Snapshot(s BackendSequence) (BackendState, error) {
+	return s.(*Sequence).Snapshot()
+}
+
+// Restore makes a new sequence from a copy of a state that Snapshot took
+// (Model.Restore, which validates and deep-copies it): the prefix cache's
+// restore. Another BackendState gives ErrSequence.
+func (b modelBackend) Restore(st BackendState) (BackendSequence, error) {
+	ss, ok := st.(*SequenceState)
+	if !ok {
+		return nil, fmt.Errorf("%w: restore of a %T, not a *SequenceState", ErrSequence, st)
+	}
+	return b.m.Restore(ss)
 }
 
 // StateBytes is the most state a sequence holds at any length up to n:

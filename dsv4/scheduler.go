@@ -84,16 +84,21 @@ type request struct {
 	forcer    func(tok int32) []int32 // optional: tokens to force after tok
 	enqueued  time.Time
 	unwatch   func() bool // stops the ctx watch (context.AfterFunc)
+	// cached is the number of prompt tokens restored from the prefix cache
+	// (set at admission, before any event).
+	cached atomic.Int64
 
 	// scheduler
-	seq       BackendSequence
-	pending   []int32 // tokens to feed next
-	prefilled bool    // the prompt is fully fed
-	draw      Token   // the token sampleAll drew for the next emit
-	drawn     bool
-	nOut      int
-	admitted  time.Time
-	paused    time.Time // zero, or since when MaxUnread tokens wait unread
+	seq          BackendSequence
+	pending      []int32   // tokens to feed next
+	prefilled    bool      // the prompt is fully fed
+	savePoints   []int     // prompt positions, ascending, after which prefill saves the state
+	cachedLogits []float32 // the whole prompt was restored: its last logits, to sample from
+	draw         Token     // the token sampleAll drew for the next emit
+	drawn        bool
+	nOut         int
+	admitted     time.Time
+	paused       time.Time // zero, or since when MaxUnread tokens wait unread
 	// promptLP collects the prompt logprobs (SamplingParams.PromptLogprobs;
 	// nil: not asked) while the prompt is prefilled; the first token
 	// hands them over.
@@ -158,6 +163,10 @@ type scheduler struct {
 	waiting []*request // FIFO
 	running []*request
 	used    int64 // reserved state bytes of running requests
+	// snap and cache are set when prefix caching is on
+	// (EngineOptions.PrefixCacheBytes > 0 and a SnapshotBackend).
+	snap  SnapshotBackend
+	cache *prefixCache
 
 	stats    statsCounters
 	done     chan struct{}
@@ -198,6 +207,7 @@ func (s *scheduler) stop(r *request) {
 
 func (s *scheduler) loop(ctx context.Context) {
 	defer close(s.done)
+	defer s.dropCache()
 	for {
 		s.mu.Lock()
 		s.waiting = append(s.waiting, s.incoming...)
@@ -343,8 +353,11 @@ func (s *scheduler) admit() {
 		}
 		s.waiting = slices.Delete(s.waiting, 0, 1)
 		s.dequeued()
-		r.seq = s.b.NewSequence()
-		r.pending = r.prompt
+		s.restore(r)
+		if r.seq == nil {
+			r.seq = s.b.NewSequence()
+			r.pending = r.prompt
+		}
 		r.admitted = time.Now()
 		s.used += r.reserve
 		s.stats.liveSeqs.Add(1)
@@ -428,37 +441,145 @@ func (s *scheduler) step(ctx context.Context) {
 			}
 		}
 	}
+	first := len(dec) == 0 // the step's first prefill chunk runs even without budget
 	for _, r := range pre {
-		if budget <= 0 && (len(dec) > 0 || r != pre[0]) {
+		if r.cachedLogits != nil { // the whole prompt was restored: no forward
+			logits := r.cachedLogits
+			r.cachedLogits = nil
+			r.prefilled = true
+			if s.emit(r, logits) {
+				ended = append(ended, r)
+			}
+			continue
+		}
+		if budget <= 0 && !first {
 			break
 		}
-		n := min(len(r.pending), max(budget, 1))
-		if r.promptLP != nil && !r.prefilled {
-			n = min(n, promptLogitsChunk)
-		}
-		chunk := r.pending[:n]
-		t0 := time.Now()
-		logits, err := s.prefill(ctx, r, chunk)
-		s.stats.prefillNanos.Add(int64(time.Since(t0)))
-		s.stats.prefillTokens.Add(int64(n))
-		budget -= n
-		if err != nil {
-			s.finish(r, "", err)
-			ended = append(ended, r)
-			continue
-		}
-		r.pending = r.pending[n:]
-		if len(r.pending) > 0 {
-			continue
-		}
-		r.prefilled = true
-		if s.emit(r, logits) {
+		if s.prefillChunks(ctx, r, &budget, &first) {
 			ended = append(ended, r)
 		}
 	}
 	if len(ended) > 0 {
 		s.running = slices.DeleteFunc(s.running, func(r *request) bool { return slices.Contains(ended, r) })
 	}
+}
+
+// prefillChunks feeds r's pending tokens in chunks while the step's token
+// budget lasts, each chunk ending at or before r's next prefix-cache save
+// point (where the state is saved), and reports whether r ended (an error,
+// or its first token finished it).
+func (s *scheduler) prefillChunks(ctx context.Context, r *request, budget *int, first *bool) bool {
+	for {
+		n := min(len(r.pending), max(*budget, 1))
+		pos := len(r.prompt) - len(r.pending) // the prompt position while !r.prefilled
+		if r.promptLP != nil && !r.prefilled {
+			n = min(n, promptLogitsChunk)
+		}
+		if !r.prefilled {
+			for len(r.savePoints) > 0 && r.savePoints[0] <= pos {
+				r.savePoints = r.savePoints[1:]
+			}
+			if len(r.savePoints) > 0 {
+				n = min(n, r.savePoints[0]-pos)
+			}
+		}
+		t0 := time.Now()
+		logits, err := s.prefill(ctx, r, r.pending[:n])
+		s.stats.prefillNanos.Add(int64(time.Since(t0)))
+		s.stats.prefillTokens.Add(int64(n))
+		*budget -= n
+		*first = false
+		if err != nil {
+			s.finish(r, "", err)
+			return true
+		}
+		r.pending = r.pending[n:]
+		if !r.prefilled && len(r.savePoints) > 0 && r.savePoints[0] == pos+n {
+			r.savePoints = r.savePoints[1:]
+			s.save(r, pos+n, logits)
+		}
+		if len(r.pending) == 0 {
+			r.prefilled = true
+			return s.emit(r, logits)
+		}
+		if *budget <= 0 || r.stopRequested() {
+			return false
+		}
+	}
+}
+
+// restore looks r's prompt up in the prefix cache at admission: on a hit
+// r gets a new sequence restored from the longest cached prefix (a copy)
+// and only the rest of the prompt pending; either way r learns the
+// positions where its prefill saves states. With the cache off, or when
+// the restore fails, r.seq stays nil (the caller starts an empty
+// sequence).
+func (s *scheduler) restore(r *request) {
+	if s.cache == nil {
+		return
+	}
+	// Prompt logprobs need the logits of every prompt position, so such a
+	// request restores nothing (as in vLLM); its prefill still saves states.
+	read := r.promptLP == nil
+	pl := s.cache.plan(r.prompt, read)
+	r.savePoints = pl.points
+	if !read {
+		return
+	}
+	s.stats.cacheQueries.Add(int64(len(r.prompt)))
+	if pl.hit == nil {
+		return
+	}
+	seq, err := s.snap.Restore(pl.hit.st)
+	if err != nil {
+		return // prefill from the start; the save points past the hit still apply
+	}
+	n := pl.hit.key.n
+	r.seq = seq
+	r.pending = r.prompt[n:]
+	if n == len(r.prompt) {
+		r.cachedLogits = slices.Clone(pl.hit.logits)
+	}
+	r.cached.Store(int64(n))
+	s.stats.cacheHits.Add(int64(n))
+}
+
+// save puts r's state, after its first p prompt tokens, in the prefix
+// cache; logits are those of token p-1, kept when p is the whole prompt.
+func (s *scheduler) save(r *request, p int, logits []float32) {
+	if s.b.StateBytes(p) > s.cache.budget {
+		return // could not be kept: skip the copy
+	}
+	st, err := s.snap.Snapshot(r.seq)
+	if err != nil {
+		return
+	}
+	if p < len(r.prompt) {
+		logits = nil
+	}
+	s.cache.insert(r.prompt[:p], st, logits)
+	s.publishCache()
+}
+
+func (s *scheduler) publishCache() {
+	s.stats.cacheBytes.Store(s.cache.bytes)
+	s.stats.cacheEntries.Store(int64(len(s.cache.entries)))
+}
+
+// dropCache empties the prefix cache when the loop ends.
+func (s *scheduler) dropCache() {
+	if s.cache != nil {
+		s.cache.clear()
+		s.publishCache()
+	}
+}
+
+// cacheBudget is the prefix cache's budget in bytes, 0 when it is off.
+func (s *scheduler) cacheBudget() int64 {
+	if s.cache == nil {
+		return 0
+	}
+	return s.cache.budget
 }
 
 // prefill feeds chunk, the next of r's pending tokens, to its sequence and

@@ -11,7 +11,8 @@
 // the served name or an alias, e.g. the model path, URL-escaped or not;
 // else 404 model_not_found), GET /health, GET /metrics (Prometheus: TTFT,
 // inter-token latency and end-to-end histograms, running and waiting
-// requests, token counters, KV state memory), and vLLM's utility endpoints:
+// requests, token counters, KV state memory, prefix-cache queries and hits
+// in tokens), and vLLM's utility endpoints:
 //
 //   - POST /tokenize: {"prompt": text, "add_special_tokens"?} or the chat
 //     form {"messages", "tools"?, "tool_choice"?, "chat_template_kwargs"?,
@@ -48,7 +49,10 @@
 // --tool-call-parser, --chat-template, --max-running-requests,
 // --chunked-prefill-size, --context-length), or vLLM's where SGLang has
 // none (--disable-log-requests: each chat or completions request is
-// otherwise logged at INFO when it finishes, without its prompt). Errors are OpenAI error objects
+// otherwise logged at INFO when it finishes, without its prompt;
+// --enable-prefix-caching / --no-enable-prefix-caching, on by default as in
+// vLLM V1, with --prefix-cache-bytes for the cache's budget;
+// --enable-prompt-tokens-details for usage.prompt_tokens_details.cached_tokens). Errors are OpenAI error objects
 // ({"error": {"message", "type", "param", "code"}}) with 4xx/5xx status
 // codes; unknown request fields are ignored. SIGINT/SIGTERM drains: /health
 // turns 503, new requests are refused, running ones finish (up to
@@ -132,12 +136,16 @@ func run() error {
 		hdrTimeout     = flag.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
 		bodyTimeout    = flag.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers; slower clients are cut off (negative: no limit; responses, SSE included, have no write timeout)")
 		idleTimeout    = flag.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
+		promptDetails  = flag.Bool("enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens (prompt tokens restored from the prefix cache) when > 0, as vLLM's flag")
+		prefixCache    prefixCacheFlags
 	)
+	prefixCache.register(flag.CommandLine)
 	flag.Parse()
 	if err := checkFlagValues([]flagValue{
 		{"context-length", int64(*contextLen), 0, "0: the model's"},
 		{"default-max-tokens", int64(*defaultMaxTok), 0, "0: the rest of the context"},
 		{"max-state-bytes", *stateMem, 0, "0: unlimited"},
+		{"prefix-cache-bytes", prefixCache.bytes, 0, "0: no prefix caching"},
 		{"max-running-requests", int64(*maxRunning), 1, ""},
 		{"chunked-prefill-size", int64(*chunkedPrefill), 1, ""},
 		{"max-queued-requests", int64(*maxQueued), 1, ""},
@@ -169,6 +177,7 @@ func run() error {
 	opts := dsv4.EngineOptions{
 		MaxBatch: *maxRunning, StepTokens: *chunkedPrefill, MaxWaiting: *maxQueued, StateMemory: *stateMem,
 		DefaultMaxTokens: *defaultMaxTok, MaxContext: *contextLen, ReasoningParser: *reasoning, ToolCallParser: *toolParser,
+		PrefixCacheBytes: prefixCache.engineBytes(),
 	}
 	switch *chatTemplate {
 	case "", dsv4.EncodingV4, dsv4.EncodingV32:
@@ -234,7 +243,8 @@ func run() error {
 		}
 	}
 	srv := NewServer(eng, ServerConfig{ModelName: name, Aliases: []string{*modelPath}, APIKey: *apiKey,
-		MaxBodyBytes: *maxBody, MaxTokens: *contextLen, Logger: log, DisableLogRequests: *noLogRequests})
+		MaxBodyBytes: *maxBody, MaxTokens: *contextLen, Logger: log, DisableLogRequests: *noLogRequests,
+		EnablePromptTokensDetails: *promptDetails})
 	hs := httpserve.New(srv.Handler(), httpserve.Timeouts{ReadHeader: *hdrTimeout, Body: *bodyTimeout, Idle: *idleTimeout})
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
@@ -250,6 +260,40 @@ func run() error {
 	}
 	log.Info("draining", "timeout", *drainTimeout)
 	return shutdown(srv, hs, eng, *drainTimeout)
+}
+
+// prefixCacheFlags are the prefix-caching flags: vLLM's
+// --enable-prefix-caching and --no-enable-prefix-caching (on by default, as
+// in vLLM V1; the last one given wins, as with argparse's
+// BooleanOptionalAction) and --prefix-cache-bytes, the cache's budget (0
+// turns it off too).
+type prefixCacheFlags struct {
+	enabled bool
+	bytes   int64
+}
+
+// register defines the flags on fs.
+func (p *prefixCacheFlags) register(fs *flag.FlagSet) {
+	p.enabled = true
+	set := func(on bool) func(string) error {
+		return func(v string) error {
+			b, err := strconv.ParseBool(v)
+			p.enabled = b == on
+			return err
+		}
+	}
+	fs.BoolFunc("enable-prefix-caching", "restore the saved state of a prompt's longest cached prefix instead of prefilling it (default on)", set(true))
+	fs.BoolFunc("no-enable-prefix-caching", "turn prefix caching off", set(false))
+	fs.Int64Var(&p.bytes, "prefix-cache-bytes", dsv4.DefaultPrefixCacheBytes, "prefix cache budget in bytes, beside --max-state-bytes (0: no prefix caching)")
+}
+
+// engineBytes is the flags' dsv4.EngineOptions.PrefixCacheBytes (negative:
+// off).
+func (p *prefixCacheFlags) engineBytes() int64 {
+	if !p.enabled || p.bytes == 0 {
+		return -1
+	}
+	return p.bytes
 }
 
 // flagValue is a numeric flag's value and the least value it means

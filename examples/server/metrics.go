@@ -42,25 +42,44 @@ func newMetrics(reg *prometheus.Registry, eng *dsv4.Engine, model string) *metri
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dsv4_request_errors_total",
 			Help: "Rejected or failed requests by endpoint and cause.", ConstLabels: labels}, []string{"endpoint", "cause"}),
 	}
-	gauge := func(name, help string, f func(dsv4.EngineStats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels},
-			func() float64 { return f(eng.Stats()) })
+	reg.MustRegister(m.ttft, m.itl, m.e2e, m.promptTokens, m.genTokens, m.success, m.errors)
+	// Series read from the engine's counters at each scrape.
+	type engineSeries struct {
+		counter    bool // a counter, else a gauge
+		name, help string
+		value      func(dsv4.EngineStats) float64
 	}
-	reg.MustRegister(m.ttft, m.itl, m.e2e, m.promptTokens, m.genTokens, m.success, m.errors,
-		gauge("dsv4_num_requests_running", "Sequences admitted to the engine (prefilling or decoding).",
-			func(s dsv4.EngineStats) float64 { return float64(s.Running) }),
-		gauge("dsv4_num_requests_waiting", "Sequences queued for admission.",
-			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }),
-		gauge("dsv4_live_sequences", "Sequences holding KV state.",
-			func(s dsv4.EngineStats) float64 { return float64(s.LiveSequences) }),
-		gauge("dsv4_state_memory_bytes", "KV state memory reserved by running sequences.",
-			func(s dsv4.EngineStats) float64 { return float64(s.StateBytes) }),
-		gauge("dsv4_state_memory_budget_bytes", "KV state memory budget (0: unlimited).",
-			func(s dsv4.EngineStats) float64 { return float64(s.StateBudget) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dsv4_engine_decode_steps_total",
-			Help: "Batched decode steps run by the engine.", ConstLabels: labels},
-			func() float64 { return float64(eng.Stats().DecodeSteps) }),
-	)
+	for _, es := range []engineSeries{
+		{false, "dsv4_num_requests_running", "Sequences admitted to the engine (prefilling or decoding).",
+			func(s dsv4.EngineStats) float64 { return float64(s.Running) }},
+		{false, "dsv4_num_requests_waiting", "Sequences queued for admission.",
+			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }},
+		{false, "dsv4_live_sequences", "Sequences holding KV state.",
+			func(s dsv4.EngineStats) float64 { return float64(s.LiveSequences) }},
+		{false, "dsv4_state_memory_bytes", "KV state memory reserved by running sequences.",
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBytes) }},
+		{false, "dsv4_state_memory_budget_bytes", "KV state memory budget (0: unlimited).",
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBudget) }},
+		{true, "dsv4_engine_decode_steps_total", "Batched decode steps run by the engine.",
+			func(s dsv4.EngineStats) float64 { return float64(s.DecodeSteps) }},
+		{true, "dsv4_prefix_cache_queries_total", "Prefix cache queries, in prompt tokens looked up (vLLM's prefix_cache_queries).",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }},
+		{true, "dsv4_prefix_cache_hits_total", "Prefix cache hits, in prompt tokens restored instead of prefilled (vLLM's prefix_cache_hits).",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }},
+		{false, "dsv4_prefix_cache_bytes", "Memory held by the prefix cache's saved states.",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBytes) }},
+		{false, "dsv4_prefix_cache_budget_bytes", "Prefix cache budget (0: prefix caching off).",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBudget) }},
+		{false, "dsv4_prefix_cache_entries", "Saved prefix states in the prefix cache.",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheEntries) }},
+	} {
+		read := func() float64 { return es.value(eng.Stats()) }
+		if es.counter {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: es.name, Help: es.help, ConstLabels: labels}, read))
+		} else {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: es.name, Help: es.help, ConstLabels: labels}, read))
+		}
+	}
 	return m
 }
 

@@ -19,14 +19,7 @@ import (
 // prefill server) and a disagg router in PD mode in front of the pair; it
 // returns their URLs.
 func startPDParity(t *testing.T) (plainURL, decodeURL, routerURL string) {
-	dir, err := models.TinyDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dsv4.Load(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := embeddedTiny(t)
 	eng, err := dsv4.NewEngine(m, dsv4.EngineOptions{MaxContext: models.TinyContextLength})
 	if err != nil {
 		t.Fatal(err)

@@ -31,8 +31,11 @@ type Server struct {
 	maxTokens    int // upper limit of max_tokens (0: the context length)
 	log          *slog.Logger
 	logRequests  bool // one INFO line per generation request
-	created      int64
-	draining     atomic.Bool
+	// promptDetails: usage carries prompt_tokens_details
+	// (ServerConfig.EnablePromptTokensDetails)
+	promptDetails bool
+	created       int64
+	draining      atomic.Bool
 
 	reg *prometheus.Registry
 	m   *metrics
@@ -51,6 +54,13 @@ type ServerConfig struct {
 	// --disable-log-requests): by default each chat and completions
 	// request, once finished, is logged at INFO on Logger (see logged).
 	DisableLogRequests bool
+	// EnablePromptTokensDetails adds usage.prompt_tokens_details
+	// {"cached_tokens": N} to chat and completions responses (the usage of
+	// non-streaming answers and the streamed usage chunk) when N > 0, the
+	// prompt tokens the engine's prefix cache restored: vLLM's
+	// --enable-prompt-tokens-details, off by default there too, and like
+	// vLLM the field is left out when N is 0.
+	EnablePromptTokensDetails bool
 }
 
 // NewServer wraps eng.
@@ -65,7 +75,7 @@ func NewServer(eng *dsv4.Engine, cfg ServerConfig) *Server {
 		eng: eng, modelName: cfg.ModelName, apiKey: cfg.APIKey,
 		maxBodyBytes: cfg.MaxBodyBytes, maxTokens: cfg.MaxTokens, log: cfg.Logger,
 		created: time.Now().Unix(), aliases: map[string]bool{}, logRequests: !cfg.DisableLogRequests,
-		reg: prometheus.NewRegistry(),
+		promptDetails: cfg.EnablePromptTokensDetails, reg: prometheus.NewRegistry(),
 	}
 	for _, a := range cfg.Aliases {
 		s.aliases[a] = true
@@ -227,7 +237,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(openaiwire.ChatResponse{
 			ID: id, Object: "chat.completion", Created: created, Model: s.modelName,
-			Choices: resp.Choices, Usage: resp.Usage, PromptLogprobs: resp.PromptLogprobs,
+			Choices: resp.Choices, Usage: *s.usage(&resp.Usage), PromptLogprobs: resp.PromptLogprobs,
 		})
 		return
 	}
@@ -239,7 +249,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 				return nil
 			}
 			base.Choices = []openaiwire.ChunkChoice{}
-			return chatChunkUsageJSON{base, ch.Usage}
+			return chatChunkUsageJSON{base, s.usage(ch.Usage)}
 		}
 		c := openaiwire.ChunkChoice{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
 		if ch.FinishReason != "" {
@@ -251,6 +261,17 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		}
 		return base
 	})
+}
+
+// usage is u as responses report it: without prompt_tokens_details unless
+// ServerConfig.EnablePromptTokensDetails (u itself is not changed).
+func (s *Server) usage(u *dsv4.Usage) *dsv4.Usage {
+	if u == nil || s.promptDetails || u.PromptTokensDetails == nil {
+		return u
+	}
+	c := *u
+	c.PromptTokensDetails = nil
+	return &c
 }
 
 // sse streams chunks as server-sent events, ending with "data: [DONE]".
@@ -424,7 +445,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		obs.doneReasons(usage, finishes)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(completionJSON{ID: id, Object: "text_completion", Created: created,
-			Model: s.modelName, Choices: choices, Usage: &usage})
+			Model: s.modelName, Choices: choices, Usage: s.usage(&usage)})
 		return
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
@@ -435,7 +456,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 				return nil
 			}
 			out.Choices = []completionChoiceJSON{}
-			out.Usage = ch.Usage
+			out.Usage = s.usage(ch.Usage)
 			return out
 		}
 		c := completionChoiceJSON{Index: ch.Index, Text: ch.Delta.Content, MatchedStop: ch.MatchedStop}

@@ -375,7 +375,7 @@ __device__ __forceinline__ void decode_a_nat(const uint8_t *q, const uint32_t (&
 
 constexpr int WS_THREADS = 384;
 
-template <int FMT, int XM, int ROWT_ = 16, int TN_ = 128, bool RED = false>
+template <int FMT, int XM, int ROWT_ = 16, int TN_ = 128, bool RED = false, bool EARLY = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     qgemm_ws_kernel(const uint4 *__restrict__ w, const uint8_t *__restrict__ sc, int ntiles,
                     int K, float alpha, const __nv_bfloat16 *__restrict__ x, int ldx,
@@ -389,6 +389,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
   // the two accumulators are summed through shared memory before the store
   constexpr bool ALT = ROWT == 4 && TN == 128;
   constexpr int NMB = ALT ? 1 : ROWT / 8; // 64-row blocks per consumer warpgroup
+  // EARLY (ALT only): a consumer releases its chunk's ring slot as soon as the chunk's wgmma
+  // groups complete, instead of halfway through its next chunk (below)
+  static_assert(!EARLY || ALT, "early slot release: 64 x 128 tiles");
   constexpr int TPW = TN / 4;   // tokens of a tile staged per producer warp
   constexpr bool BIG = ROWT == 16 && TN == 128; // only this tile splits K (modes 2-5)
   static_assert(BIG || !RED, "the split-K scratch layout is made for 256 x 128 tiles");
@@ -589,7 +592,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_wait<2 * NMB - 1>();
             // so is every group of the previous chunk: its slot can be refilled
             // (ALT: this consumer's previous chunk, c - 2)
-            if ((ALT ? c > 1 : c > 0) && mb == NMB - 1 && h == 1 && lane == 0)
+            if (!EARLY && (ALT ? c > 1 : c > 0) && mb == NMB - 1 && h == 1 && lane == 0)
               mbar_arrive(bars + 8 * (WS + pslot));
             const int rl = ALT ? (cw & 3) : mb * 8 + cw;
             if (XM == 3) {
@@ -627,6 +630,12 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_commit();
           }
         }
+        if (EARLY) {
+          // The deferred release holds up to two slots per consumer (its current chunk and
+          // the previous one), leaving one of the 5 slots of the ring to load into.
+          wg_wait<0>();
+          if (lane == 0) mbar_arrive(bars + 8 * (WS + slot));
+        }
         pslot = slot;
         if (++slot == WS) {
           slot = 0;
@@ -635,7 +644,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       }
       wg_wait<0>();
       LGT(9);
-      if ((ALT ? nch > wg : nch > 0) && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
+      if (!EARLY && (ALT ? nch > wg : nch > 0) && lane == 0) mbar_arrive(bars + 8 * (WS + pslot));
       if (ALT) {
         // Both consumers hold a partial sum of the same 64 x 128 tile. Consumer wg stores
         // tokens [64 wg, 64 wg + 64) of it (b in [8 wg, 8 wg + 8)) as acc0 + acc1 (the same sum
@@ -981,14 +990,14 @@ inline int x_tensor_map(CUtensorMap *m, const void *x, int M, int K, int ldx, in
   return r == CUDA_SUCCESS ? 0 : DSV4C_ERR_SHAPE;
 }
 
-template <int FMT, int XM, int ROWT = 16, int TN = 128>
+template <int FMT, int XM, int ROWT = 16, int TN = 128, bool EARLY = false>
 int launch_ws(const void *w, const void *sc, int ntiles, int N, int K, float alpha, const void *x,
               int ldx, float *y, int ldy, int M, int accumulate, int rb, int splits, int per,
               long long units, const void *xp, cudaStream_t st) {
   using L = LgSmem<FMT, ROWT, TN>;
   constexpr int SMEM = L::TOTAL + 2 * L::WS * 8;
   constexpr bool BIG = ROWT == 16 && TN == 128;
-  auto kern = qgemm_ws_kernel<FMT, XM, ROWT, TN>;
+  auto kern = qgemm_ws_kernel<FMT, XM, ROWT, TN, false, EARLY>;
   auto kred = qgemm_ws_kernel<FMT, XM, ROWT, TN, BIG>; // mode 5 (same kernel when !BIG: unused)
   if (!BIG && splits != 1) return DSV4C_ERR_SHAPE; // no split-K reduction
   CUtensorMap xmap = {}; // XM 3: x [M][K] bf16, 64 x TN boxes, 128-byte swizzle
@@ -1215,7 +1224,8 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // with the split 256-row tiles); every other row of the table (other instantiations, SASS
   // identical) within -0.5..+0.6 %. Conformance (same call): LargeM|Conformance|Graph, and
   // QGEMMLargeM|GraphLargeM with DSV4GO_QGEMM_ALT=1.
-  // DSV4GO_QGEMM_ALT: -1 (default) by that rule, 0 never (main 264a6d8's dispatch), 1 whenever
+  // DSV4GO_QGEMM_ALT: -1 (default) by that rule, -2 by the rule before session 20 (below), 0
+  // never (main 264a6d8's dispatch), 1 whenever
   // the caller leaves the split to this function (tests). DSV4GO_QGEMM_ALTXP: x pre-pass for
   // these tiles: -1 (default) by the rule below where XM 3 does not run (XN=0), 0 never, 1
   // always (and XM 3 off unless XN > 0). Session 6-7 measurements, before XM 3: without the
@@ -1224,6 +1234,13 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // 64-row tile reads all of x, so the bulk copies of the pre-pass matter most here).
   static const int altmode = env_int("DSV4GO_QGEMM_ALT", -1);
   static const int altxp = env_int("DSV4GO_QGEMM_ALTXP", -1);
+  // DSV4GO_QGEMM_ALTREL: 0 releases a ring slot halfway through the consumer's next chunk (the
+  // kernel before 2026-12-01), 1 as soon as the chunk's wgmma groups complete (EARLY), -1
+  // (default) EARLY where the last token tile is at most half full. Same calls (14:20, ALT=1,
+  // EARLY against the later release, NVFP4 / FP8-block us): w2 at M = 160 / 192 15.28 / 14.36
+  // against 18.87 / 15.96, FP8-block 16.66 / 15.04 against 19.52 / 16.47; wo_b at M = 160
+  // 58.36 against 73.89; with whole or 3/4-full last tiles EARLY was 0-3 % slower.
+  static const int altrel = env_int("DSV4GO_QGEMM_ALTREL", -1);
   if (auto_split && altmode != 0) {
     const int rb4 = (ntiles + 3) / 4;
     const long long alt = (long long)rb4 * tb;
@@ -1232,14 +1249,30 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
     // against 13.97 / 13.87 split (H200, 2026-12-01 12:17 call; w1/w3, wq_b, wo_b and wkv at M =
     // 96 / 128, with 32 chunks or more than a wave of these tiles, were slower with them).
     const bool half = kch <= 16 && 25 * alt >= 12LL * sms;
+    // Session 20 (H200, 2026-12-01 14:04 and 14:20 calls, ALT=1 against the split 256 x 128
+    // tiles, NVFP4 / FP8-block us): also (a) from 5/8 of a wave where K has at most 32 chunks:
+    // w1/w3 at M = 320 / 384 (96 tiles) 18.17 / 17.52 against 22.59 / 23.13, FP8-block 20.05 /
+    // 19.40 against 24.29 / 24.75; (b) up to two waves where K has at most 16 chunks: w2 at M =
+    // 320 / 384 / 512 (192-256 tiles) 19.20 / 18.97 / 19.29 against 24.28 / 24.84 / 27.73,
+    // FP8-block 21.06 / 20.76 / 21.32 against 25.78 / 26.16 / 28.67; (c) a wave of whole
+    // 128-token tiles with 64 chunks: wo_b at M = 256, 32.92 against 37.36, FP8-block 36.32
+    // against 40.08 (at M = 160..224, with a partial last token tile, and at M = 384, 1.5
+    // waves, it was 1.08-2.0x slower). Below 5/8 of a wave (w1/w3 at M = 96..256: 64 tiles or
+    // fewer) the split tiles stay within 3 % or faster.
+    const bool wider = altmode != -2 && ((kch <= 32 && 8 * alt >= 5LL * sms && alt <= sms) ||
+                       (kch <= 16 && alt > sms && alt <= 2LL * sms) ||
+                       (kch <= 64 && M % 128 == 0 && 8 * alt >= 7LL * sms && alt <= sms)); // -2: not (A/B)
     if (alt <= 0x7fffffff &&
-        (altmode > 0 || (splits > 1 && kch <= 32 && (8 * alt >= 7LL * sms || half) && alt <= sms))) {
+        (altmode > 0 || (splits > 1 && ((kch <= 32 && (8 * alt >= 7LL * sms || half) && alt <= sms) || wider)))) {
       const long long pb = (alt + sms - 1) / sms * kch; // chunks per block
       int r = 0;
       // XM 3 first (ALTXP=1 forces the pre-pass instead unless XN > 0); where the pre-pass
       // gets no buffer, the 4-byte copies (the pre-pass's bits: below)
       if (xnmode > 0 || (xnmode < 0 && altxp <= 0)) {
-        r = launch_ws<FMT, 3, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
+        const bool early = altrel > 0 || (altrel < 0 && M % 128 != 0 && M % 128 <= 64);
+        r = early
+                ? launch_ws<FMT, 3, 4, 128, true>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st)
+                : launch_ws<FMT, 3, 4, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb4, 1, kch, alt, nullptr, st);
         if (r != DSV4C_ERR_SHAPE || xnmode == 2) return r;
       }
       if ((altxp > 0 || (altxp < 0 && rb4 >= 4 && pb >= 8)) &&

@@ -2,6 +2,7 @@
 """Drive examples/server with the official Python `openai` client.
 
     tools/.venv/bin/python tools/openai_client_check.py            # builds and starts the server (--mock)
+    tools/.venv/bin/python tools/openai_client_check.py --embedded          # the embedded dsv4-tiny
     tools/.venv/bin/python tools/openai_client_check.py --model-path models/dsv4-tiny
     tools/.venv/bin/python tools/openai_client_check.py --base-url http://127.0.0.1:30000/v1
 
@@ -13,7 +14,11 @@ what a trained model must satisfy (well-formed responses; with the embedded
 tiny model, "What is 17*23? Number only." -> "391"). With --base-url the
 served model's id picks the checks: "dsv4-mock" (a server started with --mock)
 gets the scripted-model checks, anything else the trained-model ones ("dsv4-tiny":
-the embedded model's too); --expect overrides. Exit status 0 when every check
+the embedded model's too); --expect overrides. On every model it also checks
+prompt logprobs (completions echo + logprobs, vLLM's prompt_logprobs, their
+400s) and, on a server it starts (--enable-prompt-tokens-details) or with
+--prompt-tokens-details, prefix caching (cached_tokens, outputs equal to the
+uncached ones). Exit status 0 when every check
 passes; one line per check on stdout. Needs only the `openai` package.
 """
 
@@ -67,7 +72,12 @@ def start_server(args):
     exe = os.path.join(tempfile.mkdtemp(prefix="dsv4-check-"), "server")
     subprocess.run(["go", "build", "-o", exe, "./examples/server"], cwd=ROOT, check=True)
     cmd = [exe, "--port", str(port), "--api-key", args.api_key or "check-key", "--log-level", "warn"]
-    cmd += ["--model-path", args.model_path] if args.model_path else ["--mock", "--mock-delay", "1ms"]
+    # usage.prompt_tokens_details.cached_tokens for the prefix-cache checks
+    cmd += ["--enable-prompt-tokens-details"]
+    if args.model_path:
+        cmd += ["--model-path", args.model_path]
+    elif not args.embedded:
+        cmd += ["--mock", "--mock-delay", "1ms"]
     proc = subprocess.Popen(cmd, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -208,6 +218,173 @@ def model_checks(c, model, tiny):
           and getattr(msg, "reasoning_content", None) == want["reasoning_content"], msg)
 
 
+def extra_field(obj, name):
+    """A response field the openai client does not model (vLLM's extensions)."""
+    v = getattr(obj, name, None)
+    if v is None and getattr(obj, "model_extra", None):
+        v = obj.model_extra.get(name)
+    return v
+
+
+def check_prompt_positions(name, positions, n_prompt, k):
+    """vLLM's prompt_logprobs: one entry per prompt token, the first None,
+    then {"<token id>": {logprob, rank, decoded_token}} with the prompt
+    token first and at most k alternatives."""
+    ok = isinstance(positions, list) and len(positions) == n_prompt and n_prompt > 1 and positions[0] is None
+    detail = positions if not ok else ""
+    for i, pos in enumerate(positions[1:] if ok else [], 1):
+        entries = list(pos.items()) if isinstance(pos, dict) else []
+        good = 1 <= len(entries) <= k + 1 and all(
+            isinstance(v, dict) and set(v) == {"logprob", "rank", "decoded_token"} and k_.lstrip("-").isdigit()
+            and isinstance(v["logprob"], (int, float)) and v["logprob"] <= 0 and isinstance(v["rank"], int) and v["rank"] >= 1
+            and isinstance(v["decoded_token"], str) for k_, v in entries)
+        # the prompt token comes first; the others are ranks 1..k in order
+        good = good and [v["rank"] for _, v in entries[1:]] == sorted(v["rank"] for _, v in entries[1:])
+        if good and len(entries) == k + 1:  # the prompt token is outside the top k
+            good = entries[0][1]["rank"] > k
+        if good and len(entries) <= k:  # the prompt token is among the top k
+            good = entries[0][1]["rank"] <= k
+        if not good:
+            ok, detail = False, (i, pos)
+            break
+    check(name, ok, detail)
+
+
+def post_json(base, key, path, body):
+    """POST body to base+path; returns (status, parsed JSON)."""
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def logprob_checks(c, model, base, prompt):
+    """(a) completions echo + logprobs cover the prompt tokens first; (b)
+    prompt_logprobs on chat and completions in vLLM's shape; (d) 400s for
+    bad prompt_logprobs."""
+    # (a) echo=True, logprobs=2: prompt entries first, the first null
+    r = c.completions.create(model=model, prompt=prompt, max_tokens=5, temperature=0, echo=True, logprobs=2)
+    ch, u = r.choices[0], r.usage
+    lp = ch.logprobs
+    n = len(lp.tokens) if lp else 0
+    check("echo+logprobs: text starts with the prompt", ch.text.startswith(prompt), ch.text)
+    check("echo+logprobs: prompt and output tokens", lp is not None and n == u.prompt_tokens + u.completion_tokens
+          and len(lp.token_logprobs) == n and len(lp.top_logprobs) == n and len(lp.text_offset) == n, (u, lp))
+    check("echo+logprobs: first prompt token null", lp is not None and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None,
+          lp and (lp.token_logprobs[:2], lp.top_logprobs[:2]))
+    rest_ok = lp is not None and all(
+        isinstance(lp.token_logprobs[i], float) and isinstance(lp.top_logprobs[i], dict)
+        and 1 <= len(lp.top_logprobs[i]) <= 3 and lp.top_logprobs[i].get(lp.tokens[i]) == lp.token_logprobs[i]
+        for i in range(1, n))
+    check("echo+logprobs: later entries have a logprob and <= k+1 top_logprobs with the token", rest_ok, lp)
+    check("echo+logprobs: text_offset from 0, ascending", lp is not None and lp.text_offset[0] == 0
+          and lp.text_offset == sorted(lp.text_offset) and lp.text_offset[u.prompt_tokens] == len(prompt), lp and lp.text_offset)
+    stream = c.completions.create(model=model, prompt=prompt, max_tokens=5, temperature=0, echo=True, logprobs=2, stream=True)
+    text, toks, tlps, offs = "", [], [], []
+    for chunk in stream:
+        for sc in chunk.choices:
+            text += sc.text
+            if sc.logprobs:
+                toks += sc.logprobs.tokens
+                tlps += sc.logprobs.token_logprobs
+                offs += sc.logprobs.text_offset
+    check("echo+logprobs stream = non-stream", lp is not None and (text, toks, tlps, offs)
+          == (ch.text, lp.tokens, lp.token_logprobs, lp.text_offset), (text, toks, tlps, offs))
+
+    # (b) prompt_logprobs on completions (per choice) and chat (top level)
+    r2 = c.completions.create(model=model, prompt=prompt, max_tokens=5, temperature=0, extra_body={"prompt_logprobs": 1})
+    pl = extra_field(r2.choices[0], "prompt_logprobs")
+    check_prompt_positions("completions prompt_logprobs=1: vLLM shape", pl, r2.usage.prompt_tokens, 1)
+    check("completions prompt_logprobs: same output as without", r2.choices[0].text == ch.text[len(prompt):], (r2.choices[0].text, ch.text))
+    if lp is not None and isinstance(pl, list) and len(pl) == len(lp.tokens[:r2.usage.prompt_tokens]):
+        same = all(abs(next(iter(pl[i].values()))["logprob"] - lp.token_logprobs[i]) < 1e-6 for i in range(1, len(pl)))
+        check("completions prompt_logprobs = echo logprobs of the prompt", same, (pl, lp.token_logprobs))
+    msgs = [{"role": "user", "content": "What is 17*23? Number only."}]
+    r3 = c.chat.completions.create(model=model, messages=msgs, max_tokens=8, temperature=0, extra_body={"prompt_logprobs": 1})
+    check_prompt_positions("chat prompt_logprobs=1: vLLM shape (top level)", extra_field(r3, "prompt_logprobs"), r3.usage.prompt_tokens, 1)
+    check("chat prompt_logprobs: not on the choice", extra_field(r3.choices[0], "prompt_logprobs") is None, r3.choices[0])
+    r4 = c.chat.completions.create(model=model, messages=msgs, max_tokens=8, temperature=0, n=2, extra_body={"prompt_logprobs": 0})
+    pl0 = extra_field(r4, "prompt_logprobs")
+    check_prompt_positions("chat prompt_logprobs=0, n=2: the prompt token only", pl0, r4.usage.prompt_tokens, 0)
+    check("chat prompt_logprobs, n=2: same outputs", [x.message.content for x in r4.choices] == [r3.choices[0].message.content] * 2,
+          (r4.choices, r3.choices[0].message.content))
+
+    # (d) bad prompt_logprobs: 400 naming the parameter, as vLLM's
+    bad = [("chat", {"messages": msgs}), ("completions", {"prompt": prompt})]
+    for path, body in bad:
+        for name, extra in [("-2", {"prompt_logprobs": -2}), ("21", {"prompt_logprobs": 21}),
+                            ("not an integer", {"prompt_logprobs": "x"}), ("1 with stream", {"prompt_logprobs": 1, "stream": True})]:
+            status, b = post_json(base, c.api_key, "/" + path.replace("chat", "chat/completions"),
+                                  dict(body, model=model, max_tokens=4, **extra))
+            err = (b or {}).get("error") if isinstance(b, dict) else None
+            check(f"error 400: {path} prompt_logprobs {name}", status == 400 and isinstance(err, dict) and "prompt_logprobs" in
+                  (str(err.get("param")) + str(err.get("message"))), (status, b))
+    try:
+        c.completions.create(model=model, prompt=prompt, max_tokens=4, extra_body={"prompt_logprobs": -5})
+        check("error 400 through the client: openai.BadRequestError", False, "no error")
+    except openai.BadRequestError as e:
+        check("error 400 through the client: openai.BadRequestError", isinstance(e.body, dict) and "message" in e.body, e.body)
+
+
+def prefix_cache_checks(c, model, base):
+    """(c) a repeated long system prompt: later requests report
+    usage.prompt_tokens_details.cached_tokens > 0 (the server runs with
+    --enable-prompt-tokens-details) and give the first request's greedy
+    output; an uncached run (prompt_logprobs restores nothing) agrees."""
+    nonce = os.urandom(4).hex()
+    system = (f"Session {nonce}. You are a careful assistant for a weather service. " +
+              " ".join(f"Rule {i}: answer briefly, cite the city, and never invent a forecast for day {i}." for i in range(1, 25)))
+
+    def ask(user, stream=False, **kw):
+        msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        if not stream:
+            r = c.chat.completions.create(model=model, messages=msgs, temperature=0, max_tokens=16, **kw)
+            return r.choices[0].message.content, r.usage
+        text, usage = "", None
+        for chunk in c.chat.completions.create(model=model, messages=msgs, temperature=0, max_tokens=16, stream=True,
+                                               stream_options={"include_usage": True}, **kw):
+            if not chunk.choices:
+                usage = chunk.usage
+                continue
+            text += chunk.choices[0].delta.content or ""
+        return text, usage
+
+    def cached(u):
+        d = getattr(u, "prompt_tokens_details", None)
+        return (d.cached_tokens or 0) if d else 0
+
+    first, u1 = ask("What is 17*23? Number only.")
+    check("prefix cache: long prompt", u1.prompt_tokens >= 300, u1)
+    check("prefix cache: first request has nothing cached", cached(u1) == 0, u1)
+    again, u2 = ask("What is 17*23? Number only.")
+    check("prefix cache: repeated request cached_tokens > 0", cached(u2) > 0, u2)
+    check("prefix cache: repeated request = first (greedy)", again == first, (again, first))
+    s_again, u3 = ask("What is 17*23? Number only.", stream=True)
+    check("prefix cache: streamed usage cached_tokens > 0", u3 is not None and cached(u3) > 0, u3)
+    check("prefix cache: streamed = first (greedy)", s_again == first, (s_again, first))
+    other, u4 = ask("Weather in Paris tomorrow?")
+    check("prefix cache: new question on the same system prompt cached_tokens > 0",
+          0 < cached(u4) < u4.prompt_tokens, u4)
+    ref, u5 = ask("Weather in Paris tomorrow?", extra_body={"prompt_logprobs": 0})
+    check("prefix cache: prompt_logprobs request restores nothing", cached(u5) == 0, u5)
+    check("prefix cache: restored-prefix output = uncached output", other == ref, (other, ref))
+    # completions share the cache
+    prompt = system + " Question: 17*23="
+    r1 = c.completions.create(model=model, prompt=prompt, max_tokens=8, temperature=0)
+    r2 = c.completions.create(model=model, prompt=prompt, max_tokens=8, temperature=0)
+    check("prefix cache: completions repeated cached_tokens > 0 and same text",
+          cached(r2.usage) > 0 and r2.choices[0].text == r1.choices[0].text, (r1, r2))
+    hits = None
+    with urllib.request.urlopen(base.rsplit("/v1", 1)[0] + "/metrics") as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("dsv4_prefix_cache_hits_total"):
+                hits = float(line.split()[-1])
+    check("prefix cache: /metrics dsv4_prefix_cache_hits_total > 0", hits is not None and hits > 0, hits)
+
+
 def common_checks(c, base, model):
     models = c.models.list()
     check("models list", [m.id for m in models.data] == [model], models)
@@ -282,6 +459,10 @@ def main():
     ap.add_argument("--api-key", help="the server's API key (default: check-key for the server this script starts; "
                     "none with --base-url, and then the wrong-key check is skipped)")
     ap.add_argument("--model-path", help="serve this checkpoint instead of --mock")
+    ap.add_argument("--embedded", action="store_true", help="serve the embedded dsv4-tiny model instead of --mock")
+    ap.add_argument("--prompt-tokens-details", action="store_true",
+                    help="with --base-url: the server runs with --enable-prompt-tokens-details and prefix caching "
+                         "(runs the prefix-cache checks, as for a server this script starts)")
     ap.add_argument("--model", help="model name (default: from /v1/models)")
     ap.add_argument("--expect", choices=["auto", "mock", "model"], default="auto",
                     help="which checks: the scripted --mock model's or a trained model's (auto: from how the "
@@ -300,7 +481,7 @@ def main():
             if args.base_url:
                 expect = "mock" if model == "dsv4-mock" else "model"
             else:
-                expect = "model" if args.model_path else "mock"
+                expect = "model" if args.model_path or args.embedded else "mock"
         # the embedded model's own checks: by checkpoint directory, or by served name
         tiny = model == "dsv4-tiny" or os.path.basename(os.path.normpath(args.model_path or "")) == "dsv4-tiny"
         common_checks(c, base, model)
@@ -308,6 +489,11 @@ def main():
             model_checks(c, model, tiny)
         else:
             mock_checks(c, model)
+        # prompt logprobs and prefix caching, on any model (the mock's
+        # backend gives every position's logits and saves states too)
+        logprob_checks(c, model, base, "<｜User｜>What is 17*23? Number only.<｜Assistant｜></think>")
+        if proc or args.prompt_tokens_details:
+            prefix_cache_checks(c, model, base)
     finally:
         if proc:
             proc.send_signal(signal.SIGTERM)

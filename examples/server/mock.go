@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -81,6 +82,31 @@ func (b *scriptBackend) PrefillAll(ctx context.Context, s dsv4.BackendSequence, 
 		out[i] = slices.Clone(q.step())
 	}
 	return out, nil
+}
+
+// scriptState is a saved scriptSeq: the mock is a dsv4.SnapshotBackend, so
+// prefix caching runs on it as on a model.
+type scriptState struct {
+	ids, answer []int32
+	start       int
+}
+
+func (st *scriptState) Bytes() int64 { return 4 * int64(len(st.ids)+len(st.answer)) }
+
+// Snapshot copies the sequence's tokens and script position.
+func (b *scriptBackend) Snapshot(s dsv4.BackendSequence) (dsv4.BackendState, error) {
+	q := s.(*scriptSeq)
+	return &scriptState{ids: slices.Clone(q.ids), answer: slices.Clone(q.answer), start: q.start}, nil
+}
+
+// Restore makes a new sequence from a copy of a Snapshot.
+func (b *scriptBackend) Restore(st dsv4.BackendState) (dsv4.BackendSequence, error) {
+	x, ok := st.(*scriptState)
+	if !ok {
+		return nil, fmt.Errorf("mock: restore of a %T", st)
+	}
+	b.live.Add(1)
+	return &scriptSeq{b: b, ids: slices.Clone(x.ids), answer: slices.Clone(x.answer), start: x.start}, nil
 }
 
 func (b *scriptBackend) Decode(ctx context.Context, seqs []dsv4.BackendSequence, ids []int32) ([][]float32, error) {

@@ -156,3 +156,48 @@ func embeddedTiny(t testing.TB) *dsv4.Model {
 	}
 	return m
 }
+
+// TestMockPrefixCache: the --mock backend is a dsv4.SnapshotBackend, so the
+// prefix cache serves it as it serves a model (tools/openai_client_check.py
+// checks cached_tokens against --mock too): a repeated prompt restores every
+// prompt token, a prompt sharing a long prefix restores part of it, and the
+// answers are those of the uncached engine.
+func TestMockPrefixCache(t *testing.T) {
+	var _ dsv4.SnapshotBackend = (*scriptBackend)(nil)
+	ts := startServer(t, ServerConfig{EnablePromptTokensDetails: true}, dsv4.EngineOptions{}, 0)
+	off := startServer(t, ServerConfig{}, dsv4.EngineOptions{PrefixCacheBytes: -1}, 0)
+	system := strings.Repeat("You are a careful assistant. ", 30)
+	body := func(user string) string {
+		return `{"messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"` + user + `"}],"temperature":0}`
+	}
+	cached := func(u map[string]any) float64 {
+		d, _ := u["prompt_tokens_details"].(map[string]any)
+		f, _ := d["cached_tokens"].(float64)
+		return f
+	}
+	for i, user := range []string{"count 5", "count 5", "count 7"} {
+		code, b := post(t, ts.URL, "/v1/chat/completions", body(user))
+		_, want := post(t, off.URL, "/v1/chat/completions", body(user))
+		if code != 200 {
+			t.Fatalf("%d: %s", code, b)
+		}
+		var got, ref struct {
+			Choices []struct{ Message struct{ Content string } }
+			Usage   map[string]any
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(want, &ref); err != nil {
+			t.Fatal(err)
+		}
+		if got.Choices[0].Message.Content != ref.Choices[0].Message.Content {
+			t.Errorf("request %d: %q, uncached %q", i, got.Choices[0].Message.Content, ref.Choices[0].Message.Content)
+		}
+		n, all := cached(got.Usage), got.Usage["prompt_tokens"].(float64)
+		switch {
+		case i == 0 && n != 0, i == 1 && n != all, i == 2 && (n <= 0 || n >= all):
+			t.Errorf("request %d: usage %v", i, got.Usage)
+		}
+	}
+}

@@ -61,7 +61,9 @@ type recServer struct {
 func startRecServer(t *testing.T, cfg ServerConfig) *recServer {
 	t.Helper()
 	b := &recBackend{scriptBackend: &scriptBackend{tok: v4Tokenizer(t)}, prompts: map[dsv4.BackendSequence]*[]int32{}}
-	eng, err := dsv4.NewEngineWithBackend(b, dsv4.EngineOptions{Tokenizer: b.tok, StepTokens: 7}) // several prefill chunks
+	// Several prefill chunks; no prefix caching, so that every prompt is
+	// prefilled whole into a new sequence (the one recorded).
+	eng, err := dsv4.NewEngineWithBackend(b, dsv4.EngineOptions{Tokenizer: b.tok, StepTokens: 7, PrefixCacheBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dsv4go/dsv4go/dsv4"
-	"github.com/dsv4go/dsv4go/models"
+	"github.com/dsv4go/dsv4go/internal/tinymodel"
 	"github.com/dsv4go/dsv4go/template"
 )
 
@@ -22,16 +22,7 @@ func tinyEngine(t *testing.T) *dsv4.Engine {
 // benchmark's) end.
 func tinyModel(t testing.TB) *dsv4.Model {
 	t.Helper()
-	dir, err := models.TinyDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dsv4.Load(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return tinymodel.Load(t)
 }
 
 // tinyModelEngine starts an engine on m with opts, closed at the test's

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
-	"github.com/dsv4go/dsv4go/models"
+	"github.com/dsv4go/dsv4go/internal/tinymodel"
 )
 
 // The end-to-end tests run prefill, decode and router servers as separate
@@ -389,15 +389,7 @@ func parseSSE(t *testing.T, body string) result {
 // colocated answers every case with one in-process engine (the reference).
 func colocated(t *testing.T, cs map[string]string) map[string]result {
 	t.Helper()
-	dir, err := models.TinyDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dsv4.Load(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := tinymodel.Load(t)
 	e, err := dsv4.NewEngine(m, dsv4.EngineOptions{})
 	if err != nil {
 		t.Fatal(err)

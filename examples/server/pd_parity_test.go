@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/disagg"
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/tinymodel"
 	"github.com/dsv4go/dsv4go/models"
 )
 
@@ -19,7 +20,7 @@ import (
 // prefill server) and a disagg router in PD mode in front of the pair; it
 // returns their URLs.
 func startPDParity(t *testing.T) (plainURL, decodeURL, routerURL string) {
-	m := embeddedTiny(t)
+	m := tinymodel.Load(t)
 	eng, err := dsv4.NewEngine(m, dsv4.EngineOptions{MaxContext: models.TinyContextLength})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +58,6 @@ func startPDParity(t *testing.T) (plainURL, decodeURL, routerURL string) {
 		p.Close()
 		d.Close()
 		eng.Close(context.Background())
-		m.Close()
 	})
 
 	return plain.URL, ds.URL, rs.URL

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/dsv4go/dsv4go/dsv4"
-	"github.com/dsv4go/dsv4go/models"
+	"github.com/dsv4go/dsv4go/internal/tinymodel"
 )
 
 // TestPrefixCacheFlags: vLLM's --enable-prefix-caching /
@@ -63,8 +63,7 @@ func TestPrefixCacheFlags(t *testing.T) {
 // and without the flag no response has it; /metrics counts the queries and
 // hits.
 func TestPromptTokensDetails(t *testing.T) {
-	m := embeddedTiny(t)
-	defer m.Close()
+	m := tinymodel.Load(t)
 	chat := `{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is 17*23? Number only."}],"temperature":0%s}`
 	compl := `{"prompt":"You are terse. 17*23=","max_tokens":3,"temperature":0%s}`
 	stream := `,"stream":true,"stream_options":{"include_usage":true}`
@@ -140,21 +139,6 @@ func usageOf(t *testing.T, body []byte, sse bool) map[string]any {
 		t.Fatalf("no usage in %s", body)
 	}
 	return u
-}
-
-// embeddedTiny loads the embedded dsv4-tiny model (package models); the
-// caller closes it.
-func embeddedTiny(t testing.TB) *dsv4.Model {
-	t.Helper()
-	dir, err := models.TinyDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dsv4.Load(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // TestMockPrefixCache: the --mock backend is a dsv4.SnapshotBackend, so the

@@ -8,7 +8,8 @@
 # every tile (no fallback) and never (session 7's paths), each also with the 64 x 128 or
 # 128 x 64 tiles forced on every case, the 64 x 128 tiles with each ring-slot release, and captured graphs without the pre-pass's allocation),
 # the large-M call split into its
-# x pre-pass and GEMM (tools/cuda_large_parts.cu), the read-only ceiling
+# x pre-pass and GEMM (tools/cuda_large_parts.cu), its per-chunk timeline
+# (tools/cuda_large_trace.cu), the read-only ceiling
 # (tools/cuda_ceiling.cu), the least time of a dependent launch (tools/cuda_floor.cu), x's
 # latency behind weight loads (tools/cuda_xlat.cu), the decode
 # arithmetic alone (tools/cuda_decode_probe.cu), the decode
@@ -59,6 +60,8 @@ fi
 
 echo "== large-M parts (tools/cuda_large_parts.cu): x pre-pass, GEMM, whole call"
 timeout 60 "$B/large_parts" >"$O/large_parts.txt" 2>&1; echo "rc=$?"
+echo "== large-M per-chunk timeline (tools/cuda_large_trace.cu)"
+timeout 60 "$B/large_trace" >"$O/large_trace.txt" 2>&1; echo "rc=$?"
 echo "== read-only ceiling; decode arithmetic alone (tools/cuda_decode_probe.cu)"
 timeout 60 "$B/ceiling" >"$O/ceiling.txt" 2>&1; echo "rc=$?"
 timeout 60 "$B/decode_probe" >"$O/decode_probe.txt" 2>&1; echo "rc=$?"
@@ -103,6 +106,8 @@ echo "-- decode arithmetic alone"
 cat "$O/decode_probe.txt"
 echo "-- large-M parts"
 cat "$O/large_parts.txt"
+echo "-- large-M per-chunk timeline"
+cat "$O/large_trace.txt"
 echo "-- the least time of a dependent launch (tools/cuda_floor.cu)"
 cat "$O/floor.txt"
 echo "-- ceiling"

@@ -237,10 +237,14 @@ template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
-// Timeline probes (compiled out unless DSV4_LG_TRACE is defined: a trace tool includes this
-// file): thread 0 (producer) and thread 128 (first consumer) of every block record
-// %globaltimer at fixed points into a 16-word record per block.
+// Timeline probes (compiled out unless DSV4_LG_TRACE is defined: tools/cuda_large_trace.cu
+// includes this file): thread 0 (producer) and threads 128 and 256 (the first warp of each
+// consumer warpgroup) of every block record %globaltimer at fixed points into words 0-15 of a
+// LGT_WORDS-word record per block, and, for the block's first unit, per chunk c < 64: word 16 +
+// c when the producer starts chunk c (its ring slot free), word 80 + c when chunk c's consumer
+// finds its full barrier complete.
 #ifdef DSV4_LG_TRACE
+#define LGT_WORDS 144
 __device__ unsigned long long *g_lgtrace;
 __device__ unsigned g_lgtrace_n, g_lgtrace_cap;
 __device__ int g_lgt_nomain; // 1: no chunks run (the fixed cost alone)
@@ -255,7 +259,7 @@ __device__ __forceinline__ unsigned long long lg_now() {
   if (threadIdx.x == 0) {                                                                      \
     const unsigned long long t = lg_now();                                                     \
     const unsigned slot = min(atomicAdd(&g_lgtrace_n, 1u), g_lgtrace_cap - 1);                 \
-    unsigned long long *r = g_lgtrace + (size_t)slot * 16;                                     \
+    unsigned long long *r = g_lgtrace + (size_t)slot * LGT_WORDS;                              \
     unsigned smid;                                                                             \
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                          \
     r[0] = (unsigned long long)(uintptr_t)(yp);                                                \
@@ -264,17 +268,24 @@ __device__ __forceinline__ unsigned long long lg_now() {
     lgt_slot = slot;                                                                           \
   }
 #define LGT_PTR()                                                                              \
-  unsigned long long *lgt_rec = (threadIdx.x == 0 || threadIdx.x == 128) ? g_lgtrace + (size_t)lgt_slot * 16 : nullptr;
+  unsigned long long *lgt_rec =                                                                \
+      (threadIdx.x == 0 || threadIdx.x == 128) ? g_lgtrace + (size_t)lgt_slot * LGT_WORDS : nullptr; \
+  unsigned long long *lgt_crec = (threadIdx.x == 0 || threadIdx.x == 128 || threadIdx.x == 256)    \
+                                     ? g_lgtrace + (size_t)lgt_slot * LGT_WORDS                      \
+                                     : nullptr;
 #define LGT(i)                                                                                 \
   if (lgt_rec) lgt_rec[i] = lg_now();
 #define LGT_ONCE(i)                                                                            \
   if (lgt_rec && !lgt_rec[i]) lgt_rec[i] = lg_now();
+#define LGT_CHUNK(base, u, c)                                                                  \
+  if (lgt_crec && (u) == (int)blockIdx.x && (c) < 64) lgt_crec[(base) + (c)] = lg_now();
 #else
 #define LGT_BEGIN(yp)
 #define LGT_PTR()
 #define LGT(i)
 #define LGT_ONCE(i)
 #define LGT_NCH(n) (n)
+#define LGT_CHUNK(base, u, c)
 #endif
 
 // ---- the kernel: warp-specialized, persistent ----
@@ -481,6 +492,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
       for (int c = 0; c < nch; c++) {
 #define FB1 (ALT && (c & 1)) // ALT: chunk c is consumer 1's (its full barrier is full1[slot])
         if (wrapped) mbar_wait(bars + 8 * (WS + slot), ph ^ 1);
+        LGT_CHUNK(16, u, c);
         const uint32_t st = s0 + slot * L::STAGE;
         if (pre > 0)
           pre--; // loaded before the wait
@@ -570,6 +582,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
           mbar_wait(bars + 8 * slot, ph);
         }
         LGT_ONCE(8);
+        LGT_CHUNK(80, u, c);
         // x's cp.async writes (generic proxy) -> the tensor cores (XM 3: x comes by the async
         // proxy, nothing to fence)
         if (XM != 3) fence_async_smem();

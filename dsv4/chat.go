@@ -221,7 +221,7 @@ func (r *ChatRequest) validate() error {
 		}
 		names[t.Function.Name] = true
 	}
-	if err := checkResponseFormat(r.ResponseFormat); err != nil {
+	if _, err := r.constraint(); err != nil {
 		return err
 	}
 	mode, name := r.toolChoice()
@@ -266,6 +266,7 @@ type chatRun struct {
 	prompts    [][]int32 // one per prompt of a batch; choices i*n..i*n+n-1
 	completion bool      // /v1/completions: no role, no parsing
 	echo       []string  // completion echo: prompt text per prompt
+	conAfter   int32     // with p.Constraint: the token that activates it (</think>), -1: from the start
 }
 
 func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
@@ -336,7 +337,32 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		}
 	}
 	run.prompt = ids
+	con, err := req.constraint()
+	if err != nil {
+		return nil, err
+	}
+	run.conAfter = -1
+	switch {
+	case con == nil, mode == "required", mode == "function":
+		// A forced tool call is the output then, as vLLM gives the tool's
+		// schema precedence over response_format.
+	case run.reasoning && c.thinkEnd < 0:
+		// The end of the reasoning cannot be told: not enforced.
+	case e.constraintVocab() != nil:
+		run.p.Constraint = con
+		if run.reasoning {
+			// As vLLM's structured outputs with a reasoning parser: the
+			// grammar applies from the end of the reasoning on.
+			run.conAfter = c.thinkEnd
+		}
+	}
 	return run, nil
+}
+
+// constraint returns the output constraint of response_format or
+// structured_outputs (nil: none).
+func (r *ChatRequest) constraint() (*OutputConstraint, error) {
+	return requestConstraint(r.ResponseFormat, r.StructuredOutputs)
 }
 
 // forcer returns the scheduler hook that forces the tool-call opening after
@@ -497,7 +523,7 @@ func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], e
 		if !run.completion && i%run.n != 0 {
 			p.PromptLogprobs = nil // chat's prompt_logprobs are the response's, from choice 0
 		}
-		r, err := e.start(ctx, run.prompts[i/run.n], p, run.forcer())
+		r, err := e.start(ctx, run.prompts[i/run.n], p, run.forcer(), run.conAfter)
 		if err != nil {
 			cancel()
 			return nil, err
@@ -903,27 +929,4 @@ func checkToolParameters(raw json.RawMessage) error {
 		return fmt.Errorf("must be a JSON object (a JSON Schema), got %s", jsonKind(t))
 	}
 	return nil
-}
-
-// checkResponseFormat accepts an absent or null response_format, or an
-// object whose "type" is text, json_object, json_schema or structural_tag
-// (the types vLLM and SGLang accept); anything else is a 400, as in vLLM.
-func checkResponseFormat(raw json.RawMessage) error {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		return nil
-	}
-	var rf map[string]json.RawMessage
-	if t[0] != '{' || json.Unmarshal(t, &rf) != nil {
-		return paramErr("response_format", "must be an object")
-	}
-	var typ string
-	if err := json.Unmarshal(rf["type"], &typ); err != nil {
-		return paramErr("response_format.type", "must be a string")
-	}
-	switch typ {
-	case "text", "json_object", "json_schema", "structural_tag":
-		return nil
-	}
-	return paramErr("response_format.type", "must be text, json_object, json_schema or structural_tag, got %q", typ)
 }

@@ -42,7 +42,12 @@ type CompletionRequest struct {
 	// included, in code points as vLLM counts them (TextPos). On an engine
 	// whose backend cannot give every position's logits (not an
 	// AllLogitsBackend) echo's logprobs cover the generated tokens only.
-	Echo          bool           `json:"echo,omitempty"`
+	Echo bool `json:"echo,omitempty"`
+	// ResponseFormat, as vLLM's completions extension: json_object or
+	// json_schema constrain the generated text (not an echoed prompt) to
+	// a JSON value (see OutputConstraint); text or absent: no constraint.
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+
 	Suffix        *string        `json:"suffix,omitempty"`
 	Stream        bool           `json:"stream,omitempty"`
 	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
@@ -137,7 +142,14 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	if req.Suffix != nil && *req.Suffix != "" {
 		return nil, paramErr("suffix", "not supported")
 	}
-	run := &chatRun{e: e, p: p, n: 1, completion: true}
+	con, err := requestConstraint(req.ResponseFormat, req.StructuredOutputs)
+	if err != nil {
+		return nil, err
+	}
+	if con != nil && e.constraintVocab() != nil {
+		p.Constraint = con
+	}
+	run := &chatRun{e: e, p: p, n: 1, completion: true, conAfter: -1}
 	if req.N != nil {
 		if *req.N < 1 || *req.N > MaxChoices {
 			return nil, paramErr("n", "must be in [1, %d], got %d", MaxChoices, *req.N)

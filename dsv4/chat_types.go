@@ -19,7 +19,8 @@ import (
 //
 // Validation (done by Chat and ChatStream, errors wrap ErrInvalidParams as
 // a *ParamError naming the OpenAI field): response_format must be an object
-// with a known type; tool function names must match OpenAI's
+// of type text, json_object or json_schema, its schema within
+// JSONSchemaConstraint's subset (structural_tag is refused); tool function names must match OpenAI's
 // ^[a-zA-Z0-9_-]{1,64}$ and be unique, and a tool's parameters, when
 // present and not null, must be a JSON object (OpenAI's API refuses
 // anything else; param tools[i].function.parameters); seed is an integer in
@@ -43,8 +44,16 @@ type ChatRequest struct {
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
 	// ReasoningEffort: "max" or "high" (DeepSeek-V4); OpenAI's "low",
 	// "medium", "xhigh" map to high, max (DeepSeek's API convention).
-	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
-	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// ResponseFormat is OpenAI's response_format: {"type": "text"},
+	// {"type": "json_object"} or {"type": "json_schema", "json_schema":
+	// {"name", "schema", "strict"?}}. A JSON one is shown to the model in
+	// the prompt (DeepSeek's encoder writes the schema into the system
+	// message) and enforced by constrained decoding (OutputConstraint;
+	// after </think> in thinking mode). Not enforced when tool_choice is
+	// required or names a function: the forced tool call is the output, as
+	// vLLM gives the tool's schema precedence.
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 
 	// AddGenerationPrompt (vLLM's extension; nil means true) ends the
 	// prompt with the opening of a new assistant turn, also after a
@@ -109,6 +118,26 @@ type RequestSampling struct {
 	// max_logprobs check), or above 0 with stream true (vLLM: "not
 	// available when stream=True"; 0 is accepted and nothing is streamed).
 	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
+	// StructuredOutputs is vLLM's structured_outputs extra field: "json"
+	// (a JSON Schema) or "json_object": true constrain the output as
+	// response_format json_schema / json_object do (see OutputConstraint;
+	// at most one constraint per request, a 400 otherwise, as vLLM). Its
+	// other constraints (regex, choice, grammar, structural_tag) are a
+	// *ParamError naming them: not supported.
+	StructuredOutputs *StructuredOutputs `json:"structured_outputs,omitempty"`
+}
+
+// StructuredOutputs is vLLM's structured_outputs request field
+// (StructuredOutputsParams). Only JSON and JSONObject are enforced; the
+// other fields are refused when set.
+type StructuredOutputs struct {
+	JSON       json.RawMessage `json:"json,omitempty"`
+	JSONObject *bool           `json:"json_object,omitempty"`
+	Regex      *string         `json:"regex,omitempty"`
+	Choice     []string        `json:"choice,omitempty"`
+	Grammar    *string         `json:"grammar,omitempty"`
+	// StructuralTag is refused as response_format's structural_tag is.
+	StructuralTag *string `json:"structural_tag,omitempty"`
 }
 
 // checkPromptLogprobsStream refuses prompt_logprobs above 0 in a streamed

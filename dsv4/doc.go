@@ -73,6 +73,15 @@
 // tokens and logprobs as without the cache. [Usage].PromptTokensDetails
 // reports the restored tokens; [EngineStats] counts queries and hits.
 //
+// Structured outputs: a request's response_format of type json_object or
+// json_schema (and vLLM's structured_outputs json / json_object), on chat
+// and completions, is enforced while decoding, as vLLM does it with
+// xgrammar: each step masks the tokens whose bytes cannot continue a value
+// of the schema, and EOS waits for a complete value ([OutputConstraint];
+// the schema subset, limits and the 400 for unsupported keywords are
+// described at [JSONSchemaConstraint]). In thinking mode only the content
+// after </think> is constrained.
+//
 // [Engine.Chat] and [Engine.ChatStream] take a [ChatRequest], the OpenAI
 // chat-completions request (with the sampling extensions of SGLang and
 // vLLM): they render the prompt with DeepSeek-V4's chat encoding (or a

@@ -158,7 +158,8 @@ func (o *EngineOptions) fill() {
 type Token struct {
 	ID int32
 	// Logprob is the token's log-probability under the raw model
-	// distribution; set when SamplingParams.Logprobs or TopLogprobs asks.
+	// distribution (masked by SamplingParams.Constraint, if any); set when
+	// SamplingParams.Logprobs or TopLogprobs asks.
 	Logprob float32
 	// TopLogprobs are the most likely tokens at this position, best first.
 	TopLogprobs []TokenLogprob
@@ -226,6 +227,10 @@ type Engine struct {
 	seedMu sync.Mutex
 	seeds  *rand.Rand
 	closed sync.Once
+	// vocab is the tokenizer's vocabulary prepared for structured outputs,
+	// built on first use (constraintVocab).
+	vocabOnce sync.Once
+	vocab     *constraintVocab
 }
 
 // NewEngineWithBackend starts an Engine on any Backend. With
@@ -340,8 +345,9 @@ func (e *Engine) newSeed() uint64 {
 	return e.seeds.Uint64()
 }
 
-// start validates and queues one generation.
-func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, forcer func(int32) []int32) (*request, error) {
+// start validates and queues one generation. With p.Constraint, after is
+// the token that activates it (-1: from the first token).
+func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, forcer func(int32) []int32, after int32) (*request, error) {
 	if err := p.Validate(e.b.VocabSize()); err != nil {
 		return nil, err
 	}
@@ -353,6 +359,14 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 		if t < 0 || int(t) >= vocab {
 			return nil, paramErr("prompt", "token id %d out of range [0, %d)", t, vocab)
 		}
+	}
+	var con *constrained
+	if p.Constraint != nil {
+		v := e.constraintVocab()
+		if v == nil {
+			return nil, &ParamError{Param: "response_format", Msg: errNoConstraintVocab.Error()}
+		}
+		con = newConstrained(p.Constraint, v, after, e.b.EOS())
 	}
 	if p.PromptLogprobs != nil && e.s.all == nil {
 		return nil, paramErr("prompt_logprobs", "not supported: the engine's backend does not give every position's logits (dsv4.AllLogitsBackend)")
@@ -387,6 +401,7 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 		enqueued:  time.Now(),
 		notify:    make(chan struct{}, 1),
 	}
+	r.samp.con = con
 	if p.PromptLogprobs != nil {
 		r.promptLP = make([]*PromptLogprob, len(prompt))
 	}
@@ -462,7 +477,7 @@ func (e *Engine) Generate(ctx context.Context, prompt []int32, p SamplingParams)
 	if e == nil {
 		return nil, errNilEngine
 	}
-	r, err := e.start(ctx, prompt, p, nil)
+	r, err := e.start(ctx, prompt, p, nil, -1)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,9 @@ import (
 //     the distribution, and a token is drawn from the renormalised rest.
 //
 // Logprobs are those of the model's raw distribution (log-softmax of the
-// logits before any of the steps above), as vLLM reports by default.
+// logits before any of the steps above), as vLLM reports by default; with
+// a Constraint, of the logits after its mask (step 0 here, as in vLLM,
+// whose model runner applies the grammar bitmask before the sampler).
 type SamplingParams struct {
 	// Temperature ≥ 0; 0 selects greedy decoding. OpenAI allows [0, 2].
 	Temperature float64
@@ -92,6 +94,13 @@ type SamplingParams struct {
 	// TopLogprobs (0..20) the most likely alternatives at each position.
 	Logprobs    bool
 	TopLogprobs int
+
+	// Constraint, when not nil, restricts the output to the JSON values of
+	// a grammar (structured outputs: see OutputConstraint); the chat and
+	// completions layers set it from response_format. Generate refuses it
+	// with a *ParamError (param response_format) on an engine without a
+	// tokenizer.Tokenizer. Not carried in the JSON form of SamplingParams.
+	Constraint *OutputConstraint `json:"-"`
 
 	// PromptLogprobs (vLLM's prompt_logprobs), when not nil, asks for the
 	// log-probability of every prompt token after the first given the
@@ -207,6 +216,8 @@ type sampler struct {
 	idx     []int32        // candidate indices
 	probs   []float64      // relative probabilities, [vocab]
 	bkt     []int16        // their buckets, [vocab]
+	con     *constrained   // structured output state (nil: none)
+	masked  []float32      // logits with the constraint's mask, [vocab]
 }
 
 func newSampler(p SamplingParams, prompt []int32, eos []int32, seed uint64) *sampler {
@@ -236,6 +247,7 @@ func (s *sampler) isStop(tok int32) bool { return slices.Contains(s.eos, tok) }
 func (s *sampler) observe(tok int32) {
 	s.counts[tok]++
 	s.nOut++
+	s.con.observe(tok, s.isStop(tok))
 }
 
 // sample picks the next token from logits (not modified). It returns the
@@ -244,8 +256,21 @@ func (s *sampler) observe(tok int32) {
 func (s *sampler) sample(logits []float32) (tok int32, lp float32, top []TokenLogprob) {
 	n := len(logits)
 	p := &s.p
+	onlyStop := false
+	if s.con.masking() {
+		// The grammar's mask applies first, and logprobs are those of the
+		// masked logits, as vLLM's model runner masks before its sampler.
+		if cap(s.masked) < n {
+			s.masked = make([]float32, n)
+		}
+		logits, onlyStop = s.con.mask(logits, s.masked[:n], s.eos)
+		defer func() { clampLogprobs(&lp, top) }()
+	}
+	// min_tokens cannot hold back a stop when the value is complete: the
+	// grammar allows nothing else.
+	minTok := s.nOut < p.MinTokens && !onlyStop
 	noPenalty := (p.RepetitionPenalty == 0 || p.RepetitionPenalty == 1) && p.FrequencyPenalty == 0 && p.PresencePenalty == 0
-	plain := len(p.LogitBias) == 0 && s.nOut >= p.MinTokens &&
+	plain := len(p.LogitBias) == 0 && !minTok &&
 		(noPenalty || (len(s.prompt) == 0 && len(s.counts) == 0))
 	if plain && p.Temperature == 0 { // greedy on the raw logits: no copy
 		tok = argmax(logits)
@@ -264,7 +289,7 @@ func (s *sampler) sample(logits []float32) (tok int32, lp float32, top []TokenLo
 			x[id] += float32(b)
 		}
 	}
-	if s.nOut < p.MinTokens {
+	if minTok {
 		for _, id := range s.eos {
 			if int(id) < n {
 				x[id] = float32(math.Inf(-1))

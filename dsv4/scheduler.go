@@ -676,7 +676,7 @@ func (s *scheduler) emit(r *request, logits []float32) bool {
 	r.promptLP = nil // handed over with the first token
 	ctxLen := s.b.MaxContext()
 	switch {
-	case r.samp.isStop(tok) && r.nOut > r.samp.p.MinTokens-1:
+	case r.samp.isStop(tok) && (r.nOut > r.samp.p.MinTokens-1 || r.samp.con.completed()):
 		ev.FinishReason = "stop"
 		ev.StopToken = true
 	case r.nOut >= r.maxTokens || len(r.prompt)+r.nOut >= ctxLen:

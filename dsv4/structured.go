@@ -1,0 +1,331 @@
+package dsv4
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	mbits "math/bits"
+	"sync"
+
+	"github.com/dsv4go/dsv4go/internal/jsongrammar"
+	"github.com/dsv4go/dsv4go/tokenizer"
+)
+
+// OutputConstraint restricts what a generation may output to the JSON
+// values of a grammar (structured outputs, as vLLM serves response_format
+// through xgrammar): before each token is sampled, every token whose bytes
+// cannot continue a valid value gets a logit of -Inf, and the
+// end-of-sequence tokens (the model's EOS and SamplingParams.StopTokenIDs)
+// are allowed only once the value is complete. Temperature, top-p/k,
+// min-p, penalties, logit bias and seeds then apply to the allowed tokens
+// as usual; greedy decoding picks the best allowed token. Special and added
+// tokens (chat markers, </think>, DSML) are never allowed inside the value.
+//
+// Logprobs are computed from the masked logits (log-softmax over the
+// allowed tokens; a disallowed alternative reports -9999, vLLM's clamp),
+// as vLLM V1 reports them by default: its model runner applies the grammar
+// bitmask to the logits before the sampler computes its raw logprobs
+// (logprobs_mode raw_logprobs).
+//
+// An output cut by max_tokens ends with finish_reason "length" and may be
+// incomplete JSON, as in vLLM. Once a stop token ends the value, later
+// tokens (with ignore_eos) are not constrained, as vLLM stops matching a
+// terminated grammar.
+//
+// Build one with JSONObjectConstraint or JSONSchemaConstraint. It is
+// immutable apart from its mask cache and safe for concurrent use: the
+// choices of one request share it, and with it the cache of the masks of
+// the states they reach.
+type OutputConstraint struct {
+	g  *jsongrammar.Grammar
+	mu sync.Mutex
+	m  map[*jsongrammar.Vocab]*jsongrammar.Masker
+}
+
+// JSONObjectConstraint returns the constraint of response_format
+// {"type": "json_object"}: any JSON object (vLLM compiles the schema
+// {"type": "object"} for it), whitespace between tokens as xgrammar
+// allows it (runs of space, newline and tab, at most 32 bytes each), none
+// before the opening brace or after the closing one.
+func JSONObjectConstraint() *OutputConstraint {
+	return &OutputConstraint{g: jsongrammar.JSONObject()}
+}
+
+// Limits on JSON schemas given to JSONSchemaConstraint.
+const (
+	MaxSchemaBytes = jsongrammar.MaxSchemaBytes // 64 KiB of schema text
+	MaxSchemaDepth = jsongrammar.MaxSchemaDepth // 32 levels of nesting in the schema document
+)
+
+// JSONSchemaConstraint compiles the JSON Schema of response_format
+// json_schema. The subset enforced: type (object, array, string, integer,
+// number, boolean, null, or a list); properties in schema order (optional
+// ones may be skipped, required ones must appear), required,
+// additionalProperties false (with properties, absent means false, as
+// xgrammar's strict mode) or, without properties, true or a schema;
+// items, minItems, maxItems; minLength, maxLength; enum and const (written
+// as their compact JSON); anyOf and oneOf whose alternatives begin with
+// different characters; $ref to #, #/$defs/NAME or #/definitions/NAME.
+// Annotations (title, description, default, examples...) are ignored.
+// Numbers have at most 19 integer, 20 fraction and 4 exponent digits,
+// and output objects and arrays nest at most 32 deep. Any other keyword
+// (pattern, format, minimum, allOf, prefixItems...) is a *ParamError
+// (param response_format.json_schema.schema) naming it, as vLLM answers a
+// schema its backend does not support with a 400; so is a schema of more
+// than MaxSchemaBytes or nested deeper than MaxSchemaDepth.
+func JSONSchemaConstraint(schema []byte) (*OutputConstraint, error) {
+	return compileSchema(schema, "response_format.json_schema.schema")
+}
+
+func compileSchema(schema []byte, param string) (*OutputConstraint, error) {
+	g, err := jsongrammar.Compile(schema)
+	if err != nil {
+		return nil, &ParamError{Param: param, Msg: err.Error()}
+	}
+	return &OutputConstraint{g: g}, nil
+}
+
+// masker returns the constraint's Masker over v.
+func (c *OutputConstraint) masker(v *jsongrammar.Vocab) *jsongrammar.Masker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[*jsongrammar.Vocab]*jsongrammar.Masker{}
+	}
+	m := c.m[v]
+	if m == nil {
+		m = jsongrammar.NewMasker(v)
+		c.m[v] = m
+	}
+	return m
+}
+
+// constraintVocab is an engine's vocabulary prepared for constrained
+// decoding: the bytes of each token id (nil for special and added tokens)
+// and their tries.
+type constraintVocab struct {
+	bytes [][]byte
+	v     *jsongrammar.Vocab
+}
+
+// newConstraintVocab prepares tok's vocabulary, padded to vocab ids.
+func newConstraintVocab(tok *tokenizer.Tokenizer, vocab int) *constraintVocab {
+	added := map[int32]bool{}
+	for _, a := range tok.AddedTokens() {
+		added[a.ID] = true
+	}
+	bs := make([][]byte, vocab)
+	for id := range bs {
+		if b, ok := tok.TokenBytes(int32(id)); ok && !added[int32(id)] {
+			bs[id] = b
+		}
+	}
+	return &constraintVocab{bytes: bs, v: jsongrammar.NewVocab(bs)}
+}
+
+// constraintVocab returns the engine's prepared vocabulary, built on first
+// use (about 0.1 s for DeepSeek's), or nil when the engine has no
+// tokenizer.Tokenizer.
+func (e *Engine) constraintVocab() *constraintVocab {
+	e.vocabOnce.Do(func() {
+		if e.chat == nil {
+			return
+		}
+		tc, ok := e.chat.tok.(tokenizerCodec)
+		if !ok {
+			return
+		}
+		e.vocab = newConstraintVocab(tc.t, e.b.VocabSize())
+	})
+	return e.vocab
+}
+
+// constrained is one generation's position in its OutputConstraint.
+type constrained struct {
+	vocab  *constraintVocab
+	m      *jsongrammar.Masker
+	st     *jsongrammar.State
+	after  int32 // the token that activates the constraint (</think>), -1: active from the start
+	active bool
+	done   bool // a stop token ended the value, or a token was refused: no more masking
+	eos    []int32
+	key    []byte
+}
+
+func newConstrained(c *OutputConstraint, v *constraintVocab, after int32, eos []int32) *constrained {
+	return &constrained{vocab: v, m: c.masker(v.v), st: c.g.Start(), after: after, active: after < 0, eos: eos}
+}
+
+// masking reports whether the next token is constrained.
+func (c *constrained) masking() bool { return c != nil && c.active && !c.done }
+
+// mask writes logits with the disallowed tokens at -Inf into dst and
+// returns it, and whether only stop tokens are allowed (the value is
+// complete). stops are the sampler's stop ids (EOS unless ignored, and
+// stop_token_ids); when the value is complete and there are none, the
+// model's EOS ids are allowed.
+func (c *constrained) mask(logits, dst []float32, stops []int32) ([]float32, bool) {
+	bits, key := c.m.Allowed(c.st, c.key)
+	c.key = key
+	dst = dst[:len(logits)]
+	copy(dst, logits)
+	ninf := float32(math.Inf(-1))
+	for w := 0; w*64 < len(dst); w++ {
+		off := uint64(0) // the disallowed ids of this word
+		if w < len(bits) {
+			off = ^bits[w]
+		} else {
+			off = ^uint64(0)
+		}
+		if base := w * 64; off == ^uint64(0) && base+64 <= len(dst) {
+			run := dst[base : base+64]
+			for i := range run {
+				run[i] = ninf
+			}
+			continue
+		}
+		for off != 0 {
+			i := w*64 + mbits.TrailingZeros64(off)
+			if i >= len(dst) {
+				break
+			}
+			dst[i] = ninf
+			off &= off - 1
+		}
+	}
+	onlyStop := c.st.Done()
+	if c.st.Accepting() {
+		if len(stops) == 0 && onlyStop {
+			stops = c.eos
+		}
+		for _, id := range stops {
+			if int(id) < len(dst) {
+				dst[id] = logits[id]
+			}
+		}
+	}
+	return dst, onlyStop
+}
+
+// completed reports whether a stop token ended a complete value.
+func (c *constrained) completed() bool {
+	return c != nil && c.done && c.st.Accepting()
+}
+
+// observe advances the constraint past an output token (sampled or
+// forced); stop tells whether tok is one of the sampler's stop tokens.
+func (c *constrained) observe(tok int32, stop bool) {
+	if c == nil || c.done {
+		return
+	}
+	if !c.active {
+		c.active = tok == c.after
+		return
+	}
+	if stop || tok < 0 || int(tok) >= len(c.vocab.bytes) || !c.st.FeedBytes(c.vocab.bytes[tok]) {
+		c.done = true
+	}
+}
+
+// clampLogprobs replaces -Inf logprobs (tokens the constraint excluded)
+// by -9999, as vLLM's chat serving clamps them (JSON has no -Infinity).
+func clampLogprobs(lp *float32, top []TokenLogprob) {
+	if math.IsInf(float64(*lp), -1) {
+		*lp = -9999
+	}
+	for i := range top {
+		if math.IsInf(float64(top[i].Logprob), -1) {
+			top[i].Logprob = -9999
+		}
+	}
+}
+
+// responseFormatConstraint returns the constraint a response_format asks
+// for: nil for absent, null or text; the json_object grammar; or the
+// compiled schema of json_schema (its schema absent: json_object, as the
+// prompt encoder then shows {"type": "object"}). structural_tag is a
+// *ParamError: vLLM enforces it through xgrammar's structural tags, which
+// this engine does not implement, and accepting it unenforced would hand
+// clients unchecked output. param names the field ("response_format").
+func responseFormatConstraint(raw json.RawMessage, param string) (*OutputConstraint, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil, nil
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if t[0] != '{' || json.Unmarshal(t, &rf) != nil {
+		return nil, paramErr(param, "must be an object")
+	}
+	switch rf.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return JSONObjectConstraint(), nil
+	case "json_schema":
+		if rf.JSONSchema == nil {
+			return nil, paramErr(param+".json_schema", "required when type is json_schema")
+		}
+		s := bytes.TrimSpace(rf.JSONSchema.Schema)
+		if len(s) == 0 || bytes.Equal(s, []byte("null")) {
+			return JSONObjectConstraint(), nil
+		}
+		return compileSchema(s, param+".json_schema.schema")
+	case "structural_tag":
+		return nil, paramErr(param+".type", "structural_tag is not supported (it would not be enforced); use json_schema or json_object")
+	}
+	return nil, paramErr(param+".type", "must be text, json_object or json_schema, got %q", rf.Type)
+}
+
+// errNoConstraintVocab: an OutputConstraint on an engine without a
+// tokenizer.Tokenizer (token bytes are needed to mask).
+var errNoConstraintVocab = errors.New("structured outputs need the engine's tokenizer (token bytes); this engine has none")
+
+// requestConstraint returns the constraint of a request's response_format
+// and structured_outputs (nil: none); both asking for one is a
+// *ParamError, as vLLM allows one kind of constraint per request.
+func requestConstraint(rf json.RawMessage, so *StructuredOutputs) (*OutputConstraint, error) {
+	c, err := responseFormatConstraint(rf, "response_format")
+	if err != nil || so == nil {
+		return c, err
+	}
+	var sc *OutputConstraint
+	n := 0
+	if j := bytes.TrimSpace(so.JSON); len(j) > 0 && !bytes.Equal(j, []byte("null")) {
+		n++
+		if j[0] == '"' { // vLLM accepts the schema as a JSON string too
+			var s string
+			if err := json.Unmarshal(j, &s); err != nil {
+				return nil, paramErr("structured_outputs.json", "must be a JSON Schema or a string holding one")
+			}
+			j = []byte(s)
+		}
+		if sc, err = compileSchema(j, "structured_outputs.json"); err != nil {
+			return nil, err
+		}
+	}
+	if so.JSONObject != nil && *so.JSONObject {
+		n++
+		sc = JSONObjectConstraint()
+	}
+	for _, x := range []struct {
+		name string
+		set  bool
+	}{{"regex", so.Regex != nil}, {"choice", so.Choice != nil}, {"grammar", so.Grammar != nil}, {"structural_tag", so.StructuralTag != nil}} {
+		if x.set {
+			return nil, paramErr("structured_outputs."+x.name, "not supported (only json and json_object are)")
+		}
+	}
+	if n > 1 || (n == 1 && c != nil) {
+		return nil, paramErr("structured_outputs", "only one kind of structured outputs constraint is allowed (json, json_object or response_format)")
+	}
+	if sc != nil {
+		return sc, nil
+	}
+	return c, nil
+}

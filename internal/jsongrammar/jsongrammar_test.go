@@ -1,0 +1,215 @@
+package jsongrammar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// accepts feeds s whole and reports whether every byte was accepted and
+// the result is complete.
+func accepts(g *Grammar, s string) (fed, complete bool) {
+	st := g.Start()
+	if !st.FeedBytes([]byte(s)) {
+		return false, false
+	}
+	return true, st.Accepting()
+}
+
+func TestJSONObject(t *testing.T) {
+	g := JSONObject()
+	cases := []struct {
+		in       string
+		fed, end bool
+	}{
+		{`{}`, true, true},
+		{`{ }`, true, true},
+		{"{\n\t\"a\" : 1 }", true, true},
+		{"{\"a\":\"x\ny\"}", false, false}, // raw newline in a string
+		{`{"a":[1,2.5,-3e+4,{"b":null}],"c":"x\"y\\u00e9\\n"}`, true, true},
+		{`{"a":true,"b":false,"c":"é😀"}`, true, true},
+		{`{"a":"\u00e9"}`, true, true},
+		{`{"a":"\uZZ"}`, false, false},
+		{`{"a":01}`, false, false},
+		{`{"a":-0}`, true, true},
+		{`{"a":1.}`, false, false},
+		{`{"a":.5}`, false, false},
+		{`{"a":1e5,"b":1E-5,"c":0.25}`, true, true},
+		{`{"a":[]}`, true, true},
+		{`{"a":[[[]]]}`, true, true},
+		{`{"a":[1,]}`, false, false},
+		{`{"a":1,}`, false, false},
+		{`{"a" 1}`, false, false},
+		{`{"a":1`, true, false},
+		{`{"a":nul`, true, false},
+		{`{"a":nulx`, false, false},
+		{`[1]`, false, false},
+		{`"x"`, false, false},
+		{` {}`, false, false},
+		{`{} `, false, false},
+		{"{\r}", false, false},
+		{"{\"a\":\"\x01\"}", false, false},
+		{"{\"a\":\"\xff\"}", false, false},
+		{"{\"a\":\"\xed\xa0\x80\"}", false, false}, // UTF-8 surrogate
+		{"{\"a\":\"\xc3\"}", false, false},         // truncated UTF-8
+		{"{" + strings.Repeat(" ", MaxWhitespace) + "}", true, true},
+		{"{" + strings.Repeat(" ", MaxWhitespace+1) + "}", false, false},
+		{`{"a":` + strings.Repeat("9", MaxIntDigits) + `}`, true, true},
+		{`{"a":` + strings.Repeat("9", MaxIntDigits+1) + `}`, false, false},
+		{`{"a":` + strings.Repeat("[", MaxNesting) + strings.Repeat("]", MaxNesting) + `}`, false, false},
+		{`{"a":` + strings.Repeat("[", MaxNesting-1) + strings.Repeat("]", MaxNesting-1) + `}`, true, true},
+	}
+	for _, c := range cases {
+		fed, end := accepts(g, c.in)
+		if fed != c.fed || end != c.end {
+			t.Errorf("%q: fed %v complete %v, want %v %v", c.in, fed, end, c.fed, c.end)
+		}
+		if end && !json.Valid([]byte(c.in)) {
+			t.Errorf("%q accepted but not valid JSON", c.in)
+		}
+	}
+}
+
+func TestSchemas(t *testing.T) {
+	// A chain of 30 definitions, each an anyOf of the next twice: 2^30
+	// paths, compiled in linear time.
+	var diamond strings.Builder
+	diamond.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+	for i := range 30 {
+		fmt.Fprintf(&diamond, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
+	}
+	diamond.WriteString(`"d30":{"type":"integer"}}}`)
+	cases := []struct {
+		schema string
+		yes    []string
+		no     []string // rejected or incomplete
+	}{
+		{`{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}`,
+			[]string{`{"name":"Bo","age":3}`, `{ "name" : "" , "age" : -12 }`},
+			[]string{`{"age":3,"name":"Bo"}`, `{"name":"Bo"}`, `{"name":"Bo","age":3.5}`, `{"name":"Bo","age":3,"x":1}`, `{}`, `{"nam":"Bo","age":3}`}},
+		{`{"properties":{"a":{"type":"boolean"},"b":{"type":"null"},"c":{"type":"number"}},"required":["c"]}`,
+			[]string{`{"c":1}`, `{"a":true,"c":1.5}`, `{"a":false,"b":null,"c":-2e3}`, `{"b":null,"c":0}`},
+			[]string{`{"c":1,"a":true}`, `{"a":true}`, `{"a":1,"c":1}`}},
+		{`{"type":"string","enum":["red","green","gr"]}`,
+			[]string{`"red"`, `"green"`, `"gr"`},
+			[]string{`"gre"`, `"blue"`, `red`}},
+		{`{"enum":[1,10,"a",null,{"x":[1,2]}]}`,
+			[]string{`1`, `10`, `"a"`, `null`, `{"x":[1,2]}`},
+			[]string{`100`, `{"x": [1,2]}`, `2`}},
+		{`{"const":"on"}`, []string{`"on"`}, []string{`"off"`}},
+		{`{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3}`,
+			[]string{`[1]`, `[1,2,3]`, `[ 1 , 2 ]`},
+			[]string{`[]`, `[1,2,3,4]`, `[1.5]`, `["a"]`}},
+		{`{"type":"array","items":{"type":"array","items":{"type":"boolean"}}}`,
+			[]string{`[]`, `[[],[true,false]]`},
+			[]string{`[[1]]`, `[true]`}},
+		{`{"type":"string","minLength":2,"maxLength":3}`,
+			[]string{`"ab"`, `"abc"`, `"é\n"`, `"😀😀"`, `"\u00e9x"`},
+			[]string{`"a"`, `"abcd"`, `""`}},
+		{`{"anyOf":[{"type":"string"},{"type":"null"},{"type":"integer"},{"type":"number"}]}`,
+			[]string{`"x"`, `null`, `1`, `1.5`},
+			[]string{`true`, `{}`}},
+		{`{"type":["string","null"]}`, []string{`"x"`, `null`}, []string{`1`}},
+		{`{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},"required":["v","next"]}},"$ref":"#/$defs/node"}`,
+			[]string{`{"v":1,"next":null}`, `{"v":1,"next":{"v":2,"next":null}}`},
+			[]string{`{"v":1}`, `{"v":1,"next":{"v":2}}`}},
+		{`{"type":"object","additionalProperties":{"type":"integer"}}`,
+			[]string{`{}`, `{"a":1,"b":2}`},
+			[]string{`{"a":"x"}`}},
+		{`{"type":"object"}`, []string{`{}`, `{"a":[1,{"b":"c"}]}`}, []string{`[]`}},
+		{`{}`, []string{`{}`, `[1]`, `"s"`, `1`, `true`, `null`}, []string{`tru`, `nul`, ``}},
+		{`true`, []string{`1`}, nil},
+		{diamond.String(), []string{`12`}, []string{`1.5`, `"a"`}},
+		{`{"type":"object","properties":{"q\"k":{"type":"string"}},"required":["q\"k"]}`,
+			[]string{`{"q\"k":""}`}, []string{`{"qk":""}`}},
+	}
+	for _, c := range cases {
+		g, err := Compile([]byte(c.schema))
+		if err != nil {
+			t.Errorf("%s: %v", c.schema, err)
+			continue
+		}
+		for _, y := range c.yes {
+			if fed, end := accepts(g, y); !fed || !end {
+				t.Errorf("%s: %q: fed %v complete %v, want accepted", c.schema, y, fed, end)
+			}
+		}
+		for _, n := range c.no {
+			if _, end := accepts(g, n); end {
+				t.Errorf("%s: %q accepted", c.schema, n)
+			}
+		}
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	deep := strings.Repeat(`{"type":"array","items":`, MaxSchemaDepth) + `{}` + strings.Repeat(`}`, MaxSchemaDepth)
+	cases := []struct{ schema, keyword, msg string }{
+		{`{"type":"string","pattern":"^a"}`, "pattern", "not supported"},
+		{`{"type":"string","format":"date"}`, "format", "not supported"},
+		{`{"type":"integer","minimum":0}`, "minimum", "not supported"},
+		{`{"allOf":[{}]}`, "allOf", "not supported"},
+		{`{"type":"array","prefixItems":[{}]}`, "prefixItems", "not supported"},
+		{`{"type":"object","properties":{"a":{}},"additionalProperties":true}`, "additionalProperties", "only false"},
+		{`{"type":"thing"}`, "type", "unknown type"},
+		{`{"anyOf":[{"type":"object"},{"type":"object","properties":{"a":{}}}]}`, "anyOf", "both start"},
+		{`{"$ref":"http://x"}`, "$ref", "only #"},
+		{`{"$ref":"#/$defs/missing"}`, "$ref", "not found"},
+		{`{"type":"object","required":["x"]}`, "required", "not among"},
+		{`{"enum":[]}`, "enum", "non-empty"},
+		{`{"type":"string","minLength":3,"maxLength":2}`, "maxLength", "less than"},
+		{`false`, "", "accepts nothing"},
+		{`[1]`, "", "must be an object"},
+		{`{"type":`, "", "not valid JSON"},
+		{`{} {}`, "", "data after"},
+		{deep, "", "nested deeper"},
+		{`{"description":"` + strings.Repeat("x", MaxSchemaBytes) + `"}`, "", "bytes, more than"},
+		{`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"}`, "anyOf", "refer to themselves"},
+	}
+	for _, c := range cases {
+		_, err := Compile([]byte(c.schema))
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("%.60s: err %v, want *Error", c.schema, err)
+			continue
+		}
+		if e.Keyword != c.keyword || !strings.Contains(e.Error(), c.msg) {
+			t.Errorf("%.60s: %v (keyword %q), want keyword %q and %q", c.schema, err, e.Keyword, c.keyword, c.msg)
+		}
+	}
+}
+
+// FuzzGrammar compiles arbitrary schemas and feeds arbitrary outputs: no
+// panic, and every output the automaton accepts as complete is valid JSON
+// (encoding/json).
+func FuzzGrammar(f *testing.F) {
+	f.Add(`{"type":"object","properties":{"a":{"type":"string","maxLength":3}},"required":["a"]}`, `{"a":"xy"}`)
+	f.Add(`{"enum":[1,"a",null,[1]]}`, `[1]`)
+	f.Add(`{"anyOf":[{"type":"integer"},{"type":"array","items":{"$ref":"#"}}]}`, `[[1],[]]`)
+	f.Add(``, `{"a":[1e5,-0.5,"\u00e9"]}`)
+	f.Fuzz(func(t *testing.T, schema, out string) {
+		g := JSONObject()
+		if schema != "" {
+			var err error
+			if g, err = Compile([]byte(schema)); err != nil {
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Fatalf("error %T %v", err, err)
+				}
+				return
+			}
+		}
+		st := g.Start()
+		for i := range len(out) {
+			if !st.Feed(out[i]) {
+				return
+			}
+			_ = st.AppendKey(nil)
+		}
+		if st.Accepting() && !json.Valid([]byte(out)) {
+			t.Fatalf("schema %q: %q accepted, not valid JSON", schema, out)
+		}
+	})
+}

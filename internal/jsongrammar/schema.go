@@ -1,0 +1,719 @@
+// Package jsongrammar is a byte-level JSON automaton for constrained
+// decoding (OpenAI response_format json_object and json_schema, as vLLM
+// serves them through xgrammar): a Grammar compiled from a JSON Schema
+// subset, a State fed one byte at a time, and a Vocab that turns a State
+// into the set of vocabulary tokens whose bytes the State accepts.
+//
+// Behaviour follows xgrammar's JSON Schema converter with vLLM's settings
+// (any_whitespace true, strict_mode true):
+//   - whitespace between tokens is any run of space, newline and tab
+//     (no carriage return), at most MaxWhitespace bytes per run (a bound
+//     xgrammar only applies with max_whitespace_cnt; it keeps a model from
+//     looping on whitespace); none before or after the top-level value;
+//   - an object's declared properties come in schema order, each optional
+//     one may be skipped, every required one must appear; with properties
+//     declared and additionalProperties absent or false no other key is
+//     allowed (xgrammar's strict mode); an object schema without
+//     properties allows any keys;
+//   - enum and const values are written as their compact JSON text, keys in
+//     the order the schema gives them;
+//   - numbers have at most MaxIntDigits integer digits, MaxFracDigits
+//     fraction digits and MaxExpDigits exponent digits (a bound xgrammar
+//     does not have; it keeps generation from looping on digits).
+//
+// The package is a leaf: it imports only the standard library.
+package jsongrammar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Limits on schemas and on the automaton.
+const (
+	// MaxSchemaBytes bounds the JSON text of a schema.
+	MaxSchemaBytes = 64 << 10
+	// MaxSchemaDepth bounds the nesting of the schema document (objects and
+	// arrays inside each other).
+	MaxSchemaDepth = 32
+	// MaxNodes bounds the compiled nodes of one schema.
+	MaxNodes = 4096
+	// MaxNesting bounds the nesting of objects and arrays in the output.
+	MaxNesting = 32
+	// MaxWhitespace bounds one run of whitespace bytes in the output.
+	MaxWhitespace = 32
+	// MaxIntDigits, MaxFracDigits and MaxExpDigits bound a number's parts.
+	MaxIntDigits  = 19
+	MaxFracDigits = 20
+	MaxExpDigits  = 4
+)
+
+// Error is a schema the compiler refuses: unsupported (a keyword outside
+// the supported subset, named by Keyword), invalid, or over a limit. Path
+// is a JSON pointer to the offending schema.
+type Error struct {
+	Keyword string // the keyword at fault, "" when none applies
+	Path    string // JSON pointer into the schema, "" for the root
+	Msg     string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	at := e.Path
+	if at == "" {
+		at = "/"
+	}
+	if e.Keyword != "" {
+		return fmt.Sprintf("schema at %s: %q: %s", at, e.Keyword, e.Msg)
+	}
+	return fmt.Sprintf("schema at %s: %s", at, e.Msg)
+}
+
+type kind uint8
+
+const (
+	kObject kind = iota
+	kArray
+	kString
+	kNumber
+	kInteger
+	kLiteral // enum, const, boolean, null: one of lits, byte for byte
+	kAnyOf
+	kRef // unresolved $ref while compiling
+)
+
+type prop struct {
+	name []byte // the key's JSON string content, escaped, then the closing quote
+	node int32
+	req  bool
+}
+
+type node struct {
+	kind kind
+	// object
+	props   []prop
+	nextReq []int32 // nextReq[i]: the first required property at index >= i, -1 none; len(props)+1 entries
+	addl    int32   // value node of additional keys (free object), -1 none
+	// array
+	items              int32
+	minItems, maxItems int32 // maxItems -1: none
+	// string
+	minLen, maxLen int32 // maxLen -1: none
+	// literal
+	lits [][]byte // sorted, distinct
+	// anyOf
+	alts  []int32
+	first *[256]int32 // leaf alternative by first byte, -1 none
+	ref   string
+}
+
+// Grammar is a compiled schema. It is immutable and safe for concurrent
+// use; each generation keeps its own State.
+type Grammar struct {
+	nodes []node
+	root  int32
+}
+
+// Built-in nodes of every grammar.
+const (
+	nAnyObject int32 = iota
+	nAnyArray
+	nAnyString
+	nAnyNumber
+	nAnyLiteral
+	nAny
+	nBuiltin
+)
+
+func newGrammar() *Grammar {
+	g := &Grammar{}
+	g.nodes = append(g.nodes,
+		node{kind: kObject, addl: nAny, nextReq: []int32{-1}},
+		node{kind: kArray, items: nAny, maxItems: -1},
+		node{kind: kString, maxLen: -1},
+		node{kind: kNumber},
+		node{kind: kLiteral, lits: [][]byte{[]byte("false"), []byte("null"), []byte("true")}},
+		node{kind: kAnyOf, alts: []int32{nAnyObject, nAnyArray, nAnyString, nAnyNumber, nAnyLiteral}},
+	)
+	if err := g.finish(); err != nil {
+		panic(err) // the built-in nodes are consistent
+	}
+	return g
+}
+
+// JSONObject is the grammar of response_format json_object: any JSON
+// object (vLLM compiles the schema {"type": "object"} for it).
+func JSONObject() *Grammar {
+	g := newGrammar()
+	g.root = nAnyObject
+	return g
+}
+
+// value is a decoded JSON value that keeps the order of object keys.
+type value struct {
+	kind byte // 'o' object, 'a' array, 's' string, 'n' number, 'b' bool, 'z' null
+	keys []string
+	vals []*value
+	str  string
+}
+
+func (v *value) get(k string) *value {
+	for i, kk := range v.keys {
+		if kk == k {
+			return v.vals[i]
+		}
+	}
+	return nil
+}
+
+func decode(d *json.Decoder, depth int) (*value, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth >= MaxSchemaDepth {
+			return nil, &Error{Msg: fmt.Sprintf("nested deeper than %d levels", MaxSchemaDepth)}
+		}
+		v := &value{kind: 'a'}
+		if t == '{' {
+			v.kind = 'o'
+		}
+		for d.More() {
+			if v.kind == 'o' {
+				kt, err := d.Token()
+				if err != nil {
+					return nil, err
+				}
+				k, _ := kt.(string)
+				if slices.Contains(v.keys, k) {
+					return nil, &Error{Msg: fmt.Sprintf("duplicate key %q", k)}
+				}
+				v.keys = append(v.keys, k)
+			}
+			e, err := decode(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			v.vals = append(v.vals, e)
+		}
+		if _, err := d.Token(); err != nil {
+			return nil, err
+		}
+		return v, nil
+	case string:
+		return &value{kind: 's', str: t}, nil
+	case json.Number:
+		return &value{kind: 'n', str: t.String()}, nil
+	case bool:
+		return &value{kind: 'b', str: strconv.FormatBool(t)}, nil
+	case nil:
+		return &value{kind: 'z', str: "null"}, nil
+	}
+	return nil, errors.New("unexpected JSON token")
+}
+
+// appendJSON appends v's compact JSON text (keys in order, strings escaped
+// as encoding/json does, without HTML escaping).
+func appendJSON(b []byte, v *value) []byte {
+	switch v.kind {
+	case 'o', 'a':
+		open, end := byte('['), byte(']')
+		if v.kind == 'o' {
+			open, end = '{', '}'
+		}
+		b = append(b, open)
+		for i, e := range v.vals {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if v.kind == 'o' {
+				b = append(appendString(b, v.keys[i]), ':')
+			}
+			b = appendJSON(b, e)
+		}
+		return append(b, end)
+	case 's':
+		return appendString(b, v.str)
+	}
+	return append(b, v.str...)
+}
+
+func appendString(b []byte, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+}
+
+// Keywords that describe a schema without constraining the output.
+var annotations = map[string]bool{
+	"title": true, "description": true, "default": true, "examples": true,
+	"$schema": true, "$id": true, "$comment": true, "deprecated": true,
+	"readOnly": true, "writeOnly": true, "$defs": true, "definitions": true,
+}
+
+type compiler struct {
+	g    *Grammar
+	doc  *value
+	refs map[string]int32
+}
+
+// Compile compiles a JSON Schema (the "schema" of response_format
+// json_schema) into a Grammar. The supported subset:
+//   - type: object, array, string, integer, number, boolean, null, or a
+//     list of them; without type, the kind is inferred from properties /
+//     items / enum / const, otherwise any JSON value; true and {} are any value;
+//   - object: properties, required, additionalProperties false (or absent
+//     with properties: strict), or true / a schema without properties;
+//   - array: items (a schema), minItems, maxItems;
+//   - string: minLength, maxLength (code points, an escape counts one);
+//   - enum, const (any JSON values);
+//   - anyOf and oneOf whose alternatives start with different characters
+//     (an object and null, a string and a number...; integer with number
+//     is number);
+//   - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed).
+//
+// Annotations (title, description, default, examples, $schema, $id,
+// $comment, deprecated, readOnly, writeOnly) are ignored. Any other
+// keyword gives an *Error naming it, as does a schema over MaxSchemaBytes,
+// MaxSchemaDepth or MaxNodes.
+func Compile(schema []byte) (*Grammar, error) {
+	if len(schema) > MaxSchemaBytes {
+		return nil, &Error{Msg: fmt.Sprintf("%d bytes, more than %d", len(schema), MaxSchemaBytes)}
+	}
+	d := json.NewDecoder(bytes.NewReader(schema))
+	d.UseNumber()
+	doc, err := decode(d, 0)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, e
+		}
+		return nil, &Error{Msg: "not valid JSON: " + err.Error()}
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, &Error{Msg: "not valid JSON: data after the schema"}
+	}
+	c := &compiler{g: newGrammar(), doc: doc, refs: map[string]int32{}}
+	root, err := c.compile(doc, "")
+	if err != nil {
+		return nil, err
+	}
+	c.g.root = root
+	if err := c.resolve(); err != nil {
+		return nil, err
+	}
+	if err := c.g.finish(); err != nil {
+		return nil, err
+	}
+	return c.g, nil
+}
+
+func (c *compiler) add(n node, path string) (int32, error) {
+	if len(c.g.nodes) >= MaxNodes {
+		return 0, &Error{Path: path, Msg: fmt.Sprintf("more than %d schema nodes", MaxNodes)}
+	}
+	c.g.nodes = append(c.g.nodes, n)
+	return int32(len(c.g.nodes) - 1), nil
+}
+
+func escapePtr(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func (c *compiler) compile(v *value, path string) (int32, error) {
+	switch v.kind {
+	case 'b':
+		if v.str == "true" {
+			return nAny, nil
+		}
+		return 0, &Error{Path: path, Msg: "the schema false accepts nothing"}
+	case 'o':
+	default:
+		return 0, &Error{Path: path, Msg: "a schema must be an object or a boolean"}
+	}
+	for _, k := range v.keys {
+		switch k {
+		case "type", "properties", "required", "additionalProperties", "items",
+			"minItems", "maxItems", "minLength", "maxLength", "enum", "const",
+			"anyOf", "oneOf", "$ref":
+		default:
+			if !annotations[k] {
+				return 0, &Error{Keyword: k, Path: path, Msg: "not supported (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref)"}
+			}
+		}
+	}
+	if r := v.get("$ref"); r != nil {
+		if len(v.keys) > 1 {
+			for _, k := range v.keys {
+				if k != "$ref" && !annotations[k] {
+					return 0, &Error{Keyword: k, Path: path, Msg: "not supported beside $ref"}
+				}
+			}
+		}
+		if r.kind != 's' {
+			return 0, &Error{Keyword: "$ref", Path: path, Msg: "must be a string"}
+		}
+		return c.ref(r.str, path)
+	}
+	if e, cst := v.get("enum"), v.get("const"); e != nil || cst != nil {
+		var vals []*value
+		if cst != nil {
+			vals = []*value{cst}
+		} else {
+			if e.kind != 'a' || len(e.vals) == 0 {
+				return 0, &Error{Keyword: "enum", Path: path, Msg: "must be a non-empty array"}
+			}
+			vals = e.vals
+		}
+		if e != nil && cst != nil {
+			return 0, &Error{Keyword: "enum", Path: path, Msg: "not supported together with const"}
+		}
+		var lits [][]byte
+		for _, x := range vals {
+			lits = append(lits, appendJSON(nil, x))
+		}
+		return c.add(node{kind: kLiteral, lits: lits}, path)
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		a := v.get(kw)
+		if a == nil {
+			continue
+		}
+		if a.kind != 'a' || len(a.vals) == 0 {
+			return 0, &Error{Keyword: kw, Path: path, Msg: "must be a non-empty array"}
+		}
+		for _, k := range v.keys {
+			if k != kw && !annotations[k] {
+				return 0, &Error{Keyword: k, Path: path, Msg: "not supported beside " + kw}
+			}
+		}
+		n := node{kind: kAnyOf}
+		for i, alt := range a.vals {
+			ai, err := c.compile(alt, fmt.Sprintf("%s/%s/%d", path, kw, i))
+			if err != nil {
+				return 0, err
+			}
+			n.alts = append(n.alts, ai)
+		}
+		return c.add(n, path)
+	}
+	var types []string
+	if t := v.get("type"); t != nil {
+		switch t.kind {
+		case 's':
+			types = []string{t.str}
+		case 'a':
+			for _, x := range t.vals {
+				if x.kind != 's' {
+					return 0, &Error{Keyword: "type", Path: path, Msg: "must be a string or an array of strings"}
+				}
+				types = append(types, x.str)
+			}
+		default:
+			return 0, &Error{Keyword: "type", Path: path, Msg: "must be a string or an array of strings"}
+		}
+		if len(types) == 0 {
+			return 0, &Error{Keyword: "type", Path: path, Msg: "must not be empty"}
+		}
+	} else {
+		switch {
+		case v.get("properties") != nil || v.get("required") != nil || v.get("additionalProperties") != nil:
+			types = []string{"object"}
+		case v.get("items") != nil || v.get("minItems") != nil || v.get("maxItems") != nil:
+			types = []string{"array"}
+		case v.get("minLength") != nil || v.get("maxLength") != nil:
+			types = []string{"string"}
+		default:
+			return nAny, nil
+		}
+	}
+	if len(types) == 1 {
+		return c.typed(v, types[0], path)
+	}
+	n := node{kind: kAnyOf}
+	for _, t := range types {
+		ti, err := c.typed(v, t, path)
+		if err != nil {
+			return 0, err
+		}
+		n.alts = append(n.alts, ti)
+	}
+	return c.add(n, path)
+}
+
+func intKeyword(v *value, k, path string) (int32, bool, error) {
+	x := v.get(k)
+	if x == nil {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(x.str, 10, 32)
+	if x.kind != 'n' || err != nil || n < 0 {
+		return 0, false, &Error{Keyword: k, Path: path, Msg: "must be a non-negative integer"}
+	}
+	return int32(n), true, nil
+}
+
+// bounds reads a pair of length keywords: lo (0 when absent) and hi (-1
+// when absent), hi >= lo.
+func bounds(v *value, minKw, maxKw, path string) (lo, hi int32, err error) {
+	if lo, _, err = intKeyword(v, minKw, path); err != nil {
+		return 0, 0, err
+	}
+	hi, ok, err := intKeyword(v, maxKw, path)
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case !ok:
+		return lo, -1, nil
+	case hi < lo:
+		return 0, 0, &Error{Keyword: maxKw, Path: path, Msg: "is less than " + minKw}
+	}
+	return lo, hi, nil
+}
+
+func (c *compiler) typed(v *value, t, path string) (int32, error) {
+	switch t {
+	case "object":
+		n := node{kind: kObject, addl: -1}
+		if req := v.get("required"); req != nil && req.kind != 'a' {
+			return 0, &Error{Keyword: "required", Path: path, Msg: "must be an array of strings"}
+		}
+		required := map[string]bool{}
+		if req := v.get("required"); req != nil {
+			for _, r := range req.vals {
+				if r.kind != 's' {
+					return 0, &Error{Keyword: "required", Path: path, Msg: "must be an array of strings"}
+				}
+				required[r.str] = true
+			}
+		}
+		props := v.get("properties")
+		if props != nil && props.kind != 'o' {
+			return 0, &Error{Keyword: "properties", Path: path, Msg: "must be an object"}
+		}
+		if props != nil {
+			for i, k := range props.keys {
+				pi, err := c.compile(props.vals[i], path+"/properties/"+escapePtr(k))
+				if err != nil {
+					return 0, err
+				}
+				name := appendString(nil, k)[1:] // the content and the closing quote
+				n.props = append(n.props, prop{name: name, node: pi, req: required[k]})
+				delete(required, k)
+			}
+		}
+		for k := range required {
+			return 0, &Error{Keyword: "required", Path: path, Msg: fmt.Sprintf("%q is not among the properties", k)}
+		}
+		ap := v.get("additionalProperties")
+		switch {
+		case ap == nil && len(n.props) == 0:
+			n.addl = nAny
+		case ap == nil || (ap.kind == 'b' && ap.str == "false"):
+		case len(n.props) > 0:
+			return 0, &Error{Keyword: "additionalProperties", Path: path, Msg: "only false is supported beside properties"}
+		default:
+			ai, err := c.compile(ap, path+"/additionalProperties")
+			if err != nil {
+				return 0, err
+			}
+			n.addl = ai
+		}
+		return c.add(n, path)
+	case "array":
+		n := node{kind: kArray, items: nAny, maxItems: -1}
+		if it := v.get("items"); it != nil {
+			ii, err := c.compile(it, path+"/items")
+			if err != nil {
+				return 0, err
+			}
+			n.items = ii
+		}
+		var err error
+		if n.minItems, n.maxItems, err = bounds(v, "minItems", "maxItems", path); err != nil {
+			return 0, err
+		}
+		return c.add(n, path)
+	case "string":
+		n := node{kind: kString}
+		var err error
+		if n.minLen, n.maxLen, err = bounds(v, "minLength", "maxLength", path); err != nil {
+			return 0, err
+		}
+		return c.add(n, path)
+	case "integer":
+		return c.add(node{kind: kInteger}, path)
+	case "number":
+		return nAnyNumber, nil
+	case "boolean":
+		return c.add(node{kind: kLiteral, lits: [][]byte{[]byte("false"), []byte("true")}}, path)
+	case "null":
+		return c.add(node{kind: kLiteral, lits: [][]byte{[]byte("null")}}, path)
+	}
+	return 0, &Error{Keyword: "type", Path: path, Msg: fmt.Sprintf("unknown type %q", t)}
+}
+
+// ref returns the node of a $ref, compiling its target on first use (a
+// placeholder first, so that recursive schemas terminate).
+func (c *compiler) ref(r, path string) (int32, error) {
+	if i, ok := c.refs[r]; ok {
+		return i, nil
+	}
+	var target *value
+	switch {
+	case r == "#":
+		target = c.doc
+	case strings.HasPrefix(r, "#/$defs/"), strings.HasPrefix(r, "#/definitions/"):
+		sec, name, _ := strings.Cut(r[2:], "/")
+		name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
+		if defs := c.doc.get(sec); defs != nil && defs.kind == 'o' {
+			target = defs.get(name)
+		}
+		if target == nil {
+			return 0, &Error{Keyword: "$ref", Path: path, Msg: fmt.Sprintf("%q not found", r)}
+		}
+	default:
+		return 0, &Error{Keyword: "$ref", Path: path, Msg: fmt.Sprintf("%q: only #, #/$defs/NAME and #/definitions/NAME are supported", r)}
+	}
+	ph, err := c.add(node{kind: kRef, ref: r}, path)
+	if err != nil {
+		return 0, err
+	}
+	c.refs[r] = ph
+	t, err := c.compile(target, r[1:])
+	if err != nil {
+		return 0, err
+	}
+	c.g.nodes[ph] = node{kind: kAnyOf, alts: []int32{t}}
+	return ph, nil
+}
+
+// resolve checks that no placeholder is left.
+func (c *compiler) resolve() error {
+	for _, n := range c.g.nodes {
+		if n.kind == kRef {
+			return &Error{Keyword: "$ref", Msg: fmt.Sprintf("%q could not be resolved", n.ref)}
+		}
+	}
+	return nil
+}
+
+// finish sorts literals, computes the objects' required-property tables
+// and the anyOf first-byte tables.
+func (g *Grammar) finish() error {
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		switch n.kind {
+		case kLiteral:
+			slices.SortFunc(n.lits, bytes.Compare)
+			n.lits = slices.CompactFunc(n.lits, bytes.Equal)
+		case kObject:
+			n.nextReq = make([]int32, len(n.props)+1)
+			n.nextReq[len(n.props)] = -1
+			for j := len(n.props) - 1; j >= 0; j-- {
+				n.nextReq[j] = n.nextReq[j+1]
+				if n.props[j].req {
+					n.nextReq[j] = int32(j)
+				}
+			}
+		}
+	}
+	state := make([]uint8, len(g.nodes)) // 0 new, 1 in progress, 2 done
+	for i := range g.nodes {
+		if g.nodes[i].kind == kAnyOf {
+			if err := g.firstOf(int32(i), state); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// firstOf computes the first-byte table of anyOf node i from its
+// alternatives' (each computed once: shared alternatives cost nothing more).
+func (g *Grammar) firstOf(i int32, state []uint8) error {
+	switch state[i] {
+	case 1:
+		return &Error{Keyword: "anyOf", Msg: "alternatives refer to themselves without consuming input"}
+	case 2:
+		return nil
+	}
+	state[i] = 1
+	var t [256]int32
+	for j := range t {
+		t[j] = -1
+	}
+	for _, a := range g.nodes[i].alts {
+		if g.nodes[a].kind == kAnyOf {
+			if err := g.firstOf(a, state); err != nil {
+				return err
+			}
+			for b, leaf := range g.nodes[a].first {
+				if leaf >= 0 {
+					if err := g.setFirst(&t, byte(b), leaf); err != nil {
+						return err
+					}
+				}
+			}
+			continue
+		}
+		for _, b := range g.firstBytes(a) {
+			if err := g.setFirst(&t, b, a); err != nil {
+				return err
+			}
+		}
+	}
+	g.nodes[i].first = &t
+	state[i] = 2
+	return nil
+}
+
+// setFirst records that leaf may start with b: integer gives way to
+// number, any other overlap is refused.
+func (g *Grammar) setFirst(t *[256]int32, b byte, leaf int32) error {
+	old := t[b]
+	switch {
+	case old < 0 || old == leaf:
+		t[b] = leaf
+	case g.nodes[old].kind == kNumber && g.nodes[leaf].kind == kInteger:
+	case g.nodes[old].kind == kInteger && g.nodes[leaf].kind == kNumber:
+		t[b] = leaf
+	default:
+		return &Error{Keyword: "anyOf", Msg: fmt.Sprintf("alternatives that can both start with %q are not supported", rune(b))}
+	}
+	return nil
+}
+
+// firstBytes lists the bytes a value of leaf node i can start with.
+func (g *Grammar) firstBytes(i int32) []byte {
+	n := &g.nodes[i]
+	switch n.kind {
+	case kObject:
+		return []byte{'{'}
+	case kArray:
+		return []byte{'['}
+	case kString:
+		return []byte{'"'}
+	case kNumber, kInteger:
+		return []byte("-0123456789")
+	case kLiteral:
+		var b []byte
+		for _, l := range n.lits {
+			if len(l) > 0 && !slices.Contains(b, l[0]) {
+				b = append(b, l[0])
+			}
+		}
+		return b
+	}
+	return nil
+}

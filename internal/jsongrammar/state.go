@@ -1,0 +1,604 @@
+package jsongrammar
+
+import "bytes"
+
+// Frame kinds.
+const (
+	fRoot uint8 = iota
+	fObject
+	fArray
+	fString
+	fNumber
+	fLiteral
+)
+
+// Phases of a root frame.
+const (
+	rStart uint8 = iota
+	rValue
+	rDone
+)
+
+// Phases of an object frame.
+const (
+	oOpen        uint8 = iota // after '{'
+	oKeyMatch                 // inside a declared key: b is the candidate, n the bytes matched
+	oKeyFree                  // a free key's string frame is on top
+	oAfterKey                 // after the key's closing quote
+	oBeforeValue              // after ':'
+	oValue                    // the value's frame is on top
+	oAfterValue               // after a value
+	oBeforeKey                // after ','
+)
+
+// Phases of an array frame.
+const (
+	aOpen uint8 = iota
+	aValue
+	aAfterValue
+	aBeforeValue
+)
+
+// Phases of a string frame.
+const (
+	sBody uint8 = iota
+	sEsc
+	sHex
+	sUTF8
+)
+
+// Phases of a number frame.
+const (
+	nStart uint8 = iota
+	nMinus
+	nZero
+	nInt
+	nDot
+	nFrac
+	nExp
+	nExpSign
+	nExpDigits
+)
+
+// frame is one level of the automaton's stack. Fields a value does not use
+// stay zero, so that equal states encode to equal keys.
+type frame struct {
+	kind, phase uint8
+	ws          uint8 // whitespace bytes in the current run
+	u           uint8 // string: hex digits or UTF-8 continuation bytes left
+	lo, hi      uint8 // string: range of the next UTF-8 continuation byte
+	node        int32
+	n           int32 // array items, string code points, number digits, literal/key bytes matched
+	a, b        int32 // object: last property emitted, key candidate; literal: candidate range
+}
+
+// State is the automaton's position in one output. The zero State is not
+// usable: start one with Grammar.Start. A State is not safe for concurrent
+// use.
+type State struct {
+	g      *Grammar
+	frames []frame
+}
+
+// Start returns the state before the first byte.
+func (g *Grammar) Start() *State {
+	return &State{g: g, frames: append(make([]frame, 0, 8), frame{kind: fRoot, node: g.root})}
+}
+
+// CopyFrom makes s equal to o (same grammar), reusing s's memory.
+func (s *State) CopyFrom(o *State) {
+	s.g = o.g
+	s.frames = append(s.frames[:0], o.frames...)
+}
+
+// Clone returns a copy of s.
+func (s *State) Clone() *State {
+	c := &State{}
+	c.CopyFrom(s)
+	return c
+}
+
+// Accepting reports whether the bytes fed so far are a complete value: the
+// output may end here.
+func (s *State) Accepting() bool {
+	top := &s.frames[len(s.frames)-1]
+	if top.kind == fRoot {
+		return top.phase == rDone
+	}
+	return len(s.frames) == 2 && s.completable(top)
+}
+
+// Done reports whether no byte can follow (the value is complete and is
+// not a number that could go on).
+func (s *State) Done() bool {
+	top := &s.frames[len(s.frames)-1]
+	return top.kind == fRoot && top.phase == rDone
+}
+
+// completable reports whether a number or literal frame could end here.
+func (s *State) completable(f *frame) bool {
+	switch f.kind {
+	case fNumber:
+		switch f.phase {
+		case nZero, nInt, nFrac, nExpDigits:
+			return true
+		}
+	case fLiteral:
+		return len(s.g.nodes[f.node].lits[f.a]) == int(f.n)
+	}
+	return false
+}
+
+// AppendKey appends an encoding of s that equal states share.
+func (s *State) AppendKey(dst []byte) []byte {
+	for i := range s.frames {
+		f := &s.frames[i]
+		dst = append(dst, f.kind, f.phase, f.ws, f.u, f.lo, f.hi)
+		for _, v := range [...]int32{f.node, f.n, f.a, f.b} {
+			dst = append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+		}
+	}
+	return dst
+}
+
+// stringRoom reports whether s is inside the body of a string, between
+// characters, where a plain token (see plainToken) is accepted exactly when
+// it has at most room characters (room -1: any number).
+func (s *State) stringRoom() (room int, ok bool) {
+	top := &s.frames[len(s.frames)-1]
+	if top.kind != fString || top.phase != sBody {
+		return 0, false
+	}
+	n := &s.g.nodes[top.node]
+	if n.maxLen < 0 {
+		return -1, true
+	}
+	return int(n.maxLen - top.n), true
+}
+
+type result uint8
+
+const (
+	reject result = iota
+	accept
+	acceptPop // consumed the byte and completed the frame
+	popRetry  // completed the frame without consuming the byte
+)
+
+func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\t' }
+
+// steps[kind] is the step of a frame of that kind.
+var steps = [...]func(*State, byte) result{
+	fRoot: (*State).root, fObject: (*State).object, fArray: (*State).array,
+	fString: (*State).str, fNumber: (*State).number, fLiteral: (*State).literal,
+}
+
+// Feed advances s by one byte of output. It returns false, leaving s in an
+// unspecified state, when the grammar does not allow c here.
+func (s *State) Feed(c byte) bool {
+	for {
+		top := len(s.frames) - 1
+		r := steps[s.frames[top].kind](s, c)
+		switch r {
+		case reject:
+			return false
+		case accept:
+			return true
+		}
+		s.frames = s.frames[:top]
+		s.childDone()
+		if r == acceptPop {
+			return true
+		}
+	}
+}
+
+// childDone moves the frame on top past the value its child completed.
+func (s *State) childDone() {
+	f := &s.frames[len(s.frames)-1]
+	switch f.kind {
+	case fRoot:
+		f.phase = rDone
+	case fObject:
+		if f.phase == oKeyFree {
+			f.phase = oAfterKey
+		} else {
+			f.phase = oAfterValue
+		}
+	case fArray:
+		f.phase = aAfterValue
+		if n := &s.g.nodes[f.node]; n.minItems > 0 || n.maxItems >= 0 {
+			f.n++
+		}
+	}
+}
+
+// white accepts c as whitespace in frame f, within MaxWhitespace.
+func white(f *frame, c byte) result {
+	if isWS(c) && f.ws < MaxWhitespace {
+		f.ws++
+		return accept
+	}
+	return reject
+}
+
+// startValue pushes the frame of a value of node ni that starts with c.
+func (s *State) startValue(ni int32, c byte) result {
+	n := &s.g.nodes[ni]
+	if n.kind == kAnyOf {
+		ni = n.first[c]
+		if ni < 0 {
+			return reject
+		}
+		n = &s.g.nodes[ni]
+	}
+	switch n.kind {
+	case kObject, kArray:
+		want, k := byte('{'), fObject
+		if n.kind == kArray {
+			want, k = '[', fArray
+		}
+		if c != want || len(s.frames) > MaxNesting {
+			return reject
+		}
+		f := frame{kind: k, node: ni}
+		if k == fObject {
+			f.a = -1 // no property emitted yet
+		}
+		s.frames = append(s.frames, f)
+		return accept
+	case kString:
+		if c != '"' {
+			return reject
+		}
+		s.frames = append(s.frames, frame{kind: fString, node: ni})
+		return accept
+	case kNumber, kInteger:
+		s.frames = append(s.frames, frame{kind: fNumber, node: ni})
+	case kLiteral:
+		s.frames = append(s.frames, frame{kind: fLiteral, node: ni, a: 0, b: int32(len(n.lits) - 1)})
+	default:
+		return reject
+	}
+	// A number or literal consumes its first byte itself.
+	switch r := s.stepTop(c); r {
+	case accept:
+		return accept
+	default:
+		s.frames = s.frames[:len(s.frames)-1]
+		return reject
+	}
+}
+
+func (s *State) stepTop(c byte) result {
+	if s.frames[len(s.frames)-1].kind == fNumber {
+		return s.number(c)
+	}
+	return s.literal(c)
+}
+
+func (s *State) root(c byte) result {
+	f := &s.frames[len(s.frames)-1]
+	if f.phase != rStart {
+		return reject
+	}
+	f.phase = rValue
+	if s.startValue(f.node, c) == reject {
+		s.frames[len(s.frames)-1].phase = rStart
+		return reject
+	}
+	return accept
+}
+
+func (s *State) object(c byte) result {
+	top := len(s.frames) - 1
+	f := &s.frames[top]
+	n := &s.g.nodes[f.node]
+	free := n.addl >= 0
+	canClose := free || n.nextReq[f.a+1] < 0
+	switch f.phase {
+	case oOpen, oBeforeKey:
+		if c == '"' {
+			f.ws = 0
+			return s.startKey(f, n)
+		}
+		if c == '}' && f.phase == oOpen && canClose {
+			return acceptPop
+		}
+		return white(f, c)
+	case oKeyMatch:
+		hi := int32(len(n.props) - 1)
+		if r := n.nextReq[f.a+1]; r >= 0 {
+			hi = r
+		}
+		cand := n.props[f.b].name[:f.n]
+		for j := f.b; j <= hi; j++ {
+			nm := n.props[j].name
+			if len(nm) > int(f.n) && nm[f.n] == c && bytes.HasPrefix(nm, cand) {
+				f.b = j
+				f.n++
+				if int(f.n) == len(nm) {
+					f.a, f.b, f.n, f.phase = j, 0, 0, oAfterKey
+				}
+				return accept
+			}
+		}
+		return reject
+	case oAfterKey:
+		if c == ':' {
+			f.ws, f.phase = 0, oBeforeValue
+			return accept
+		}
+		return white(f, c)
+	case oBeforeValue:
+		if isWS(c) {
+			return white(f, c)
+		}
+		vn := n.addl
+		if !free {
+			vn = n.props[f.a].node
+		}
+		f.ws, f.phase = 0, oValue
+		if s.startValue(vn, c) == reject {
+			s.frames[top].phase = oBeforeValue
+			return reject
+		}
+		return accept
+	case oAfterValue:
+		switch c {
+		case ',':
+			if free || f.a+1 < int32(len(n.props)) {
+				f.ws, f.phase = 0, oBeforeKey
+				return accept
+			}
+			return reject
+		case '}':
+			if canClose {
+				return acceptPop
+			}
+			return reject
+		}
+		return white(f, c)
+	}
+	return reject
+}
+
+// startKey begins a key after its opening quote.
+func (s *State) startKey(f *frame, n *node) result {
+	if n.addl >= 0 {
+		f.phase = oKeyFree
+		s.frames = append(s.frames, frame{kind: fString, node: nAnyString})
+		return accept
+	}
+	if int(f.a+1) >= len(n.props) {
+		return reject
+	}
+	f.phase, f.b, f.n = oKeyMatch, f.a+1, 0
+	return accept
+}
+
+func (s *State) array(c byte) result {
+	top := len(s.frames) - 1
+	f := &s.frames[top]
+	n := &s.g.nodes[f.node]
+	switch f.phase {
+	case aOpen, aBeforeValue:
+		if isWS(c) {
+			return white(f, c)
+		}
+		if c == ']' && f.phase == aOpen && n.minItems == 0 {
+			return acceptPop
+		}
+		if n.maxItems >= 0 && f.n >= n.maxItems {
+			return reject
+		}
+		old := f.phase
+		f.ws, f.phase = 0, aValue
+		if s.startValue(n.items, c) == reject {
+			s.frames[top].phase = old
+			return reject
+		}
+		return accept
+	case aAfterValue:
+		switch c {
+		case ',':
+			if n.maxItems < 0 || f.n < n.maxItems {
+				f.ws, f.phase = 0, aBeforeValue
+				return accept
+			}
+			return reject
+		case ']':
+			if f.n >= n.minItems {
+				return acceptPop
+			}
+			return reject
+		}
+		return white(f, c)
+	}
+	return reject
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// utf8Lead returns, for a UTF-8 lead byte, the continuation bytes that
+// follow and the range of the first (excluding overlong forms, surrogates
+// and code points past U+10FFFF, as RFC 3629); need 0: not a lead byte.
+func utf8Lead(c byte) (need, lo, hi uint8) {
+	switch {
+	case c < 0xC2 || c > 0xF4:
+		return 0, 0, 0
+	case c < 0xE0:
+		need = 1
+	case c < 0xF0:
+		need = 2
+	default:
+		need = 3
+	}
+	lo, hi = 0x80, 0xBF
+	switch c {
+	case 0xE0: // no overlong 3-byte forms
+		lo = 0xA0
+	case 0xED: // no surrogates
+		hi = 0x9F
+	case 0xF0: // no overlong 4-byte forms
+		lo = 0x90
+	case 0xF4: // nothing past U+10FFFF
+		hi = 0x8F
+	}
+	return need, lo, hi
+}
+
+func (s *State) str(c byte) result {
+	f := &s.frames[len(s.frames)-1]
+	n := &s.g.nodes[f.node]
+	counted := n.minLen > 0 || n.maxLen >= 0
+	room := !counted || n.maxLen < 0 || f.n < n.maxLen
+	char := func() {
+		if counted {
+			f.n++
+		}
+	}
+	switch f.phase {
+	case sBody:
+		switch {
+		case c == '"':
+			if f.n >= n.minLen {
+				return acceptPop
+			}
+			return reject
+		case !room || c < 0x20:
+			return reject
+		case c == '\\':
+			f.phase = sEsc
+		case c < 0x80:
+			char()
+		default:
+			need, lo, hi := utf8Lead(c)
+			if need == 0 {
+				return reject
+			}
+			f.phase, f.u, f.lo, f.hi = sUTF8, need, lo, hi
+			char()
+		}
+		return accept
+	case sEsc:
+		switch c {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			f.phase = sBody
+		case 'u':
+			f.phase, f.u = sHex, 4
+		default:
+			return reject
+		}
+		char()
+		return accept
+	case sHex:
+		if !isHex(c) {
+			return reject
+		}
+		if f.u--; f.u == 0 {
+			f.phase = sBody
+		}
+		return accept
+	case sUTF8:
+		if c < f.lo || c > f.hi {
+			return reject
+		}
+		f.lo, f.hi = 0x80, 0xBF
+		if f.u--; f.u == 0 {
+			f.phase, f.lo, f.hi = sBody, 0, 0
+		}
+		return accept
+	}
+	return reject
+}
+
+func (s *State) number(c byte) result {
+	f := &s.frames[len(s.frames)-1]
+	integer := s.g.nodes[f.node].kind == kInteger
+	digit := c >= '0' && c <= '9'
+	next := func(p uint8, n int32) result { f.phase, f.n = p, n; return accept }
+	switch f.phase {
+	case nStart, nMinus:
+		switch {
+		case c == '-' && f.phase == nStart:
+			return next(nMinus, 0)
+		case c == '0':
+			return next(nZero, 0)
+		case digit:
+			return next(nInt, 1)
+		}
+		return reject
+	case nZero, nInt:
+		switch {
+		case digit && f.phase == nInt && f.n < MaxIntDigits:
+			return next(nInt, f.n+1)
+		case c == '.' && !integer:
+			return next(nDot, 0)
+		case (c == 'e' || c == 'E') && !integer:
+			return next(nExp, 0)
+		}
+	case nDot:
+		if digit {
+			return next(nFrac, 1)
+		}
+		return reject
+	case nFrac:
+		switch {
+		case digit && f.n < MaxFracDigits:
+			return next(nFrac, f.n+1)
+		case c == 'e' || c == 'E':
+			return next(nExp, 0)
+		}
+	case nExp:
+		switch {
+		case c == '+' || c == '-':
+			return next(nExpSign, 0)
+		case digit:
+			return next(nExpDigits, 1)
+		}
+		return reject
+	case nExpSign:
+		if digit {
+			return next(nExpDigits, 1)
+		}
+		return reject
+	case nExpDigits:
+		if digit && f.n < MaxExpDigits {
+			return next(nExpDigits, f.n+1)
+		}
+	}
+	if s.completable(f) && !digit {
+		return popRetry
+	}
+	return reject
+}
+
+func (s *State) literal(c byte) result {
+	f := &s.frames[len(s.frames)-1]
+	lits := s.g.nodes[f.node].lits
+	pos := int(f.n)
+	// lits[f.a..f.b] share their first pos bytes; the one of length pos, if
+	// any, is lits[f.a]. Narrow to those whose byte at pos is c.
+	lo := int(f.a)
+	if len(lits[lo]) == pos {
+		lo++
+	}
+	for lo <= int(f.b) && lits[lo][pos] < c {
+		lo++
+	}
+	hi := lo
+	for hi <= int(f.b) && lits[hi][pos] == c {
+		hi++
+	}
+	if hi > lo {
+		f.a, f.b, f.n = int32(lo), int32(hi-1), f.n+1
+		return accept
+	}
+	if s.completable(f) {
+		return popRetry
+	}
+	return reject
+}

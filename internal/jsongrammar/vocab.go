@@ -1,0 +1,240 @@
+package jsongrammar
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"unicode/utf8"
+)
+
+// trie is a byte trie of token strings, children stored contiguously.
+type trie struct {
+	nodes []trieNode
+	label []byte  // label[i]: the byte on the edge into node i
+	ids   []int32 // token ids, grouped by the node they end at
+}
+
+type trieNode struct {
+	child, nChild int32 // children are nodes[child : child+nChild]
+	tok, nTok     int32 // tokens ending here are ids[tok : tok+nTok]
+}
+
+type entry struct {
+	b  []byte
+	id int32
+}
+
+// buildTrie builds the trie of entries (sorted by bytes, then id).
+func buildTrie(es []entry) *trie {
+	t := &trie{nodes: []trieNode{{}}, label: []byte{0}}
+	// Breadth-first over ranges of es sharing a prefix: node i covers
+	// es[lo:hi] at depth d.
+	type job struct{ node, lo, hi, d int32 }
+	q := []job{{0, 0, int32(len(es)), 0}}
+	for len(q) > 0 {
+		j := q[0]
+		q = q[1:]
+		lo := j.lo
+		t.nodes[j.node].tok = int32(len(t.ids))
+		for lo < j.hi && int32(len(es[lo].b)) == j.d {
+			t.ids = append(t.ids, es[lo].id)
+			lo++
+		}
+		t.nodes[j.node].nTok = int32(len(t.ids)) - t.nodes[j.node].tok
+		t.nodes[j.node].child = int32(len(t.nodes))
+		for lo < j.hi {
+			c := es[lo].b[j.d]
+			hi := lo + 1
+			for hi < j.hi && es[hi].b[j.d] == c {
+				hi++
+			}
+			t.nodes = append(t.nodes, trieNode{})
+			t.label = append(t.label, c)
+			q = append(q, job{int32(len(t.nodes) - 1), lo, hi, j.d + 1})
+			t.nodes[j.node].nChild++
+			lo = hi
+		}
+	}
+	return t
+}
+
+// Vocab is a tokenizer's vocabulary prepared for masking: the tries of its
+// tokens' bytes. Build it once per tokenizer; it is immutable and safe for
+// concurrent use.
+type Vocab struct {
+	size  int
+	all   *trie    // every token given
+	other *trie    // the tokens that are not plain
+	plain []uint64 // bitset of plain tokens
+	chars []uint16 // code points of each plain token (0: not plain)
+}
+
+// plainToken reports whether b, inside a JSON string's body, is accepted
+// byte by byte and leaves the string's body as it was: printable ASCII
+// other than '"' and '\\', and complete UTF-8 characters.
+func plainToken(b []byte) bool {
+	for len(b) > 0 {
+		c := b[0]
+		if c < 0x80 {
+			if c < 0x20 || c == '"' || c == '\\' || c == 0x7F {
+				return false
+			}
+			b = b[1:]
+			continue
+		}
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// NewVocab prepares tokens[id], the bytes of each token id (what the
+// detokenizer produces for it alone), for masking. Nil or empty entries
+// (special and added tokens, unknown ids) are never allowed by Allowed.
+func NewVocab(tokens [][]byte) *Vocab {
+	v := &Vocab{size: len(tokens), plain: make([]uint64, (len(tokens)+63)/64), chars: make([]uint16, len(tokens))}
+	var all, other []entry
+	for id, b := range tokens {
+		if len(b) == 0 {
+			continue
+		}
+		e := entry{b, int32(id)}
+		all = append(all, e)
+		if plainToken(b) && utf8.RuneCount(b) < 1<<16 {
+			v.plain[id/64] |= 1 << (id % 64)
+			v.chars[id] = uint16(utf8.RuneCount(b))
+		} else {
+			other = append(other, e)
+		}
+	}
+	cmp := func(x, y entry) int {
+		if c := bytes.Compare(x.b, y.b); c != 0 {
+			return c
+		}
+		return int(x.id - y.id)
+	}
+	slices.SortFunc(all, cmp)
+	slices.SortFunc(other, cmp)
+	v.all, v.other = buildTrie(all), buildTrie(other)
+	return v
+}
+
+// Size is the number of token ids (the length given to NewVocab).
+func (v *Vocab) Size() int { return v.size }
+
+// Words is the length in uint64 words of an Allowed bitset.
+func (v *Vocab) Words() int { return (v.size + 63) / 64 }
+
+// walker holds the per-depth states of one trie walk.
+type walker struct {
+	levels []*State
+}
+
+var walkers = sync.Pool{New: func() any { return &walker{} }}
+
+// Allowed sets in dst (a bitset of Words() words, cleared first) the ids of
+// the tokens whose bytes s accepts, in full, from its current position.
+// It does not consider end-of-sequence tokens: the caller allows them when
+// s.Accepting(). Cost: a walk of the token trie pruned at the first byte
+// s rejects; inside a string body the plain tokens (printable ASCII without
+// quote or backslash, whole UTF-8 characters) are allowed at once (those
+// short enough for maxLength) and only the others walked.
+func (v *Vocab) Allowed(s *State, dst []uint64) {
+	clear(dst)
+	t := v.all
+	if room, ok := s.stringRoom(); ok {
+		t = v.other
+		if room < 0 {
+			copy(dst, v.plain)
+		} else {
+			for id, n := range v.chars {
+				if n > 0 && int(n) <= room {
+					dst[id/64] |= 1 << (id % 64)
+				}
+			}
+		}
+	}
+	w := walkers.Get().(*walker)
+	if len(w.levels) == 0 {
+		w.levels = append(w.levels, &State{})
+	}
+	w.levels[0].CopyFrom(s)
+	w.walk(t, 0, 0, dst)
+	walkers.Put(w)
+}
+
+func (w *walker) walk(t *trie, ni int32, depth int, dst []uint64) {
+	nd := t.nodes[ni]
+	if depth+1 >= len(w.levels) {
+		w.levels = append(w.levels, &State{})
+	}
+	parent, st := w.levels[depth], w.levels[depth+1]
+	for c := nd.child; c < nd.child+nd.nChild; c++ {
+		st.CopyFrom(parent)
+		if !st.Feed(t.label[c]) {
+			continue
+		}
+		ch := t.nodes[c]
+		for _, id := range t.ids[ch.tok : ch.tok+ch.nTok] {
+			dst[id/64] |= 1 << (id % 64)
+		}
+		if ch.nChild > 0 {
+			w.walk(t, c, depth+1, dst)
+		}
+	}
+}
+
+// Masker computes Allowed for the states of one grammar and caches the
+// results by state (the states of a JSON output repeat: every character of
+// a string body is the same state), up to MaxCachedMasks bitsets. It is
+// safe for concurrent use, e.g. by the n choices of one request.
+type Masker struct {
+	v     *Vocab
+	mu    sync.Mutex
+	cache map[string][]uint64
+}
+
+// MaxCachedMasks bounds a Masker's cache (each entry is Vocab.Words()
+// words: 16 KiB for DeepSeek's 129,280 ids).
+const MaxCachedMasks = 256
+
+// NewMasker returns a Masker over v.
+func NewMasker(v *Vocab) *Masker {
+	return &Masker{v: v, cache: map[string][]uint64{}}
+}
+
+// Allowed returns the allowed-token bitset of s (see Vocab.Allowed). The
+// result is shared: the caller must not modify it. key is scratch space
+// for the state's key, returned for reuse.
+func (m *Masker) Allowed(s *State, key []byte) ([]uint64, []byte) {
+	key = s.AppendKey(key[:0])
+	m.mu.Lock()
+	bits, ok := m.cache[string(key)]
+	m.mu.Unlock()
+	if ok {
+		return bits, key
+	}
+	bits = make([]uint64, m.v.Words())
+	m.v.Allowed(s, bits)
+	m.mu.Lock()
+	if len(m.cache) >= MaxCachedMasks {
+		clear(m.cache)
+	}
+	m.cache[string(key)] = bits
+	m.mu.Unlock()
+	return bits, key
+}
+
+// FeedBytes feeds every byte of b to s and reports whether s accepted them
+// all.
+func (s *State) FeedBytes(b []byte) bool {
+	for _, c := range b {
+		if !s.Feed(c) {
+			return false
+		}
+	}
+	return true
+}

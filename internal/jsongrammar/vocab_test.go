@@ -1,0 +1,118 @@
+package jsongrammar
+
+import (
+	"testing"
+
+	"github.com/dsv4go/dsv4go/tokenizer"
+)
+
+func loadVocab(tb testing.TB) *Vocab {
+	tb.Helper()
+	tok, err := tokenizer.Load("../../tokenizer/testdata/deepseek-v4")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	added := map[int32]bool{}
+	for _, a := range tok.AddedTokens() {
+		added[a.ID] = true
+	}
+	toks := make([][]byte, tok.VocabSize())
+	for id := range toks {
+		if b, ok := tok.TokenBytes(int32(id)); ok && !added[int32(id)] {
+			toks[id] = b
+		}
+	}
+	return NewVocab(toks)
+}
+
+// TestAllowedEqualsBruteForce checks the trie walk (and its plain-string
+// shortcut) against feeding every token on its own, at every prefix of
+// sample outputs, on DeepSeek-V4's vocabulary.
+func TestAllowedEqualsBruteForce(t *testing.T) {
+	v := loadVocab(t)
+	toks := make([][]byte, v.size)
+	// Recover the token bytes from the trie of all tokens.
+	var rec func(ni int32, prefix []byte)
+	rec = func(ni int32, prefix []byte) {
+		n := v.all.nodes[ni]
+		for _, id := range v.all.ids[n.tok : n.tok+n.nTok] {
+			toks[id] = append([]byte(nil), prefix...)
+		}
+		for c := n.child; c < n.child+n.nChild; c++ {
+			rec(c, append(prefix, v.all.label[c]))
+		}
+	}
+	rec(0, nil)
+	schema := `{"type":"object","properties":{"name":{"type":"string","maxLength":5},"tags":{"type":"array","items":{"enum":["a","bb"]}},"n":{"type":"number"}},"required":["name"]}`
+	g, err := Compile([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		g   *Grammar
+		out string
+	}{
+		{JSONObject(), `{"key": "vä\u00e9lue 😀", "n": [1, -2.5e3, true, null, {}]}`},
+		{g, `{"name": "héllo", "tags": ["bb", "a"], "n": 12.5}`},
+	} {
+		st := c.g.Start()
+		got := make([]uint64, v.Words())
+		for i := 0; i <= len(c.out); i++ {
+			v.Allowed(st, got)
+			for id, b := range toks {
+				want := false
+				if len(b) > 0 {
+					s := st.Clone()
+					want = s.FeedBytes(b)
+				}
+				if has := got[id/64]&(1<<(id%64)) != 0; has != want {
+					t.Fatalf("%q after %q: token %d %q allowed %v, want %v", c.out, c.out[:i], id, b, has, want)
+				}
+			}
+			if i < len(c.out) && !st.Feed(c.out[i]) {
+				t.Fatalf("%q rejected at %d", c.out, i)
+			}
+		}
+		if !st.Accepting() {
+			t.Fatalf("%q not accepted", c.out)
+		}
+	}
+}
+
+// BenchmarkMask measures one uncached mask (Vocab.Allowed) on DeepSeek-V4's
+// 129,280-id vocabulary in typical states of a JSON output.
+func BenchmarkMask(b *testing.B) {
+	v := loadVocab(b)
+	g, err := Compile([]byte(`{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string","maxLength":8}}},"required":["name","age","tags"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, prefix string }{
+		{"object_start", `{`},
+		{"key", `{"na`},
+		{"string_body", `{"name": "Al`},
+		{"number", `{"name": "Al", "age": 4`},
+		{"bounded_string", `{"name": "Al", "age": 4, "tags": ["ab`},
+		{"after_value", `{"name": "Al", "age": 4, "tags": ["ab"`},
+	} {
+		st := g.Start()
+		if !st.FeedBytes([]byte(c.prefix)) {
+			b.Fatalf("%q rejected", c.prefix)
+		}
+		dst := make([]uint64, v.Words())
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				v.Allowed(st, dst)
+			}
+		})
+	}
+	b.Run("cached_string_body", func(b *testing.B) {
+		m := NewMasker(v)
+		st := g.Start()
+		st.FeedBytes([]byte(`{"name": "Al`))
+		var key []byte
+		for b.Loop() {
+			_, key = m.Allowed(st, key)
+		}
+	})
+}

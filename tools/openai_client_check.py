@@ -18,7 +18,9 @@ the embedded model's too); --expect overrides. On every model it also checks
 prompt logprobs (completions echo + logprobs, vLLM's prompt_logprobs, their
 400s) and, on a server it starts (--enable-prompt-tokens-details) or with
 --prompt-tokens-details, prefix caching (cached_tokens, outputs equal to the
-uncached ones). Exit status 0 when every check
+uncached ones), and structured outputs (a Pydantic model through
+chat.completions.parse, json_object, a 400 for an unsupported schema
+keyword). Exit status 0 when every check
 passes; one line per check on stdout. Needs only the `openai` package.
 """
 
@@ -216,6 +218,60 @@ def model_checks(c, model, tiny):
     msg, want = r.choices[0].message, conv["messages"][1]
     check("embedded model: thinking", msg.content == want["content"]
           and getattr(msg, "reasoning_content", None) == want["reasoning_content"], msg)
+
+
+def structured_checks(c, model):
+    """response_format as the openai client sends it: a Pydantic model through
+    chat.completions.parse (a strict json_schema with $defs, anyOf null,
+    enums), json_object, and a 400 for an unsupported keyword. Outputs that
+    finish with "stop" must parse; "length" may cut the JSON (vLLM's rule)."""
+    from typing import Literal, Optional
+
+    import pydantic
+
+    class Pet(pydantic.BaseModel):
+        kind: Literal["cat", "dog"]
+        age: int
+
+    class Person(pydantic.BaseModel):
+        name: str
+        age: int
+        nickname: Optional[str]
+        pets: list[Pet]
+        score: float
+
+    msgs = [{"role": "user", "content": "Describe a person as JSON."}]
+    complete, cut = 0, 0
+    for seed in range(4):
+        try:
+            r = c.chat.completions.parse(model=model, messages=msgs, response_format=Person,
+                                         temperature=0.8, seed=seed, max_tokens=256)
+            ok = isinstance(r.choices[0].message.parsed, Person) and r.choices[0].finish_reason == "stop"
+            check(f"structured outputs: Pydantic model parsed (seed {seed})", ok, r.choices[0])
+            complete += 1
+        except openai.LengthFinishReasonError as e:
+            content = e.completion.choices[0].message.content or ""
+            check(f"structured outputs: cut output is a JSON prefix (seed {seed})", content.startswith("{"), content)
+            cut += 1
+    print(f"     Pydantic schema: {complete} complete, {cut} cut by max_tokens")
+    r = c.chat.completions.create(model=model, messages=msgs, response_format={"type": "json_object"},
+                                  temperature=0.8, seed=1, max_tokens=96, n=2)
+    for ch in r.choices:
+        content = ch.message.content or ""
+        if ch.finish_reason == "stop":
+            try:
+                ok = isinstance(json.loads(content), dict)
+            except ValueError:
+                ok = False
+        else:
+            ok = ch.finish_reason == "length" and content.startswith("{")
+        check(f"structured outputs: json_object choice {ch.index} ({ch.finish_reason})", ok, content)
+    try:
+        c.chat.completions.create(model=model, messages=msgs, max_tokens=8, response_format={
+            "type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "string", "pattern": "^a+$"}}})
+        check("structured outputs: unsupported keyword is a 400", False, "accepted")
+    except openai.BadRequestError as e:
+        check("structured outputs: unsupported keyword is a 400", '"pattern"' in str(e), e)
 
 
 def extra_field(obj, name):
@@ -485,6 +541,7 @@ def main():
         # the embedded model's own checks: by checkpoint directory, or by served name
         tiny = model == "dsv4-tiny" or os.path.basename(os.path.normpath(args.model_path or "")) == "dsv4-tiny"
         common_checks(c, base, model)
+        structured_checks(c, model)
         if expect == "model":
             model_checks(c, model, tiny)
         else:

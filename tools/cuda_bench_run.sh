@@ -6,7 +6,8 @@
 # the predecode kernel off / with x per unit / with x first / with one row tile per block, the
 # large-M split-K reduced by clusters or atomics, x by tensor-map copies in natural order on
 # every tile (no fallback) and never (session 7's paths), each also with the 64 x 128 or
-# 128 x 64 tiles forced on every case, the 64 x 128 tiles with each ring-slot release, and captured graphs without the pre-pass's allocation),
+# 128 x 64 tiles forced on every case, the 64 x 128 tiles with each ring-slot release, the
+# 128 x 128 tiles forced, and captured graphs without the pre-pass's allocation),
 # the large-M call split into its
 # x pre-pass and GEMM (tools/cuda_large_parts.cu), its per-chunk timeline
 # (tools/cuda_large_trace.cu), the read-only ceiling
@@ -41,7 +42,7 @@ echo "== conformance, default dispatch: all tests"
 timeout 200 "$B/kernels-cuda.test" -test.count=1 -test.v >"$O/conf.txt" 2>&1
 echo "rc=$?"; grep -E '^(--- |ok|FAIL|PASS)' "$O/conf.txt"
 : >"$O/conf_variants.txt"
-for v in "DSV4GO_GEMV3_SPLIT=0" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3_FLAT=0" "DSV4GO_GEMV3_READY=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XN=2" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XN=0" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_ALT=1 DSV4GO_QGEMM_ALTREL=1" "DSV4GO_QGEMM_ALT=1 DSV4GO_QGEMM_ALTREL=0" "DSV4GO_QGEMM_XPERM_GRAPH=0"; do
+for v in "DSV4GO_GEMV3_SPLIT=0" "DSV4GO_GEMV3_DEPTH=2" "DSV4GO_GEMV3_GROUPED=0" "DSV4GO_GEMV3_FLAT=0" "DSV4GO_GEMV3_READY=0" "DSV4GO_GEMV3=0" "DSV4GO_GEMV3_PREDEC=0" "DSV4GO_GEMV3_PREDEC=1" "DSV4GO_GEMV3_PREDEC=2" "DSV4GO_GEMV3_PDRW=1" "DSV4GO_QGEMM_SPLITRED=0" "DSV4GO_QGEMM_XN=2" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=2 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_XN=0" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_ALT=1" "DSV4GO_QGEMM_XN=0 DSV4GO_QGEMM_TILE=1" "DSV4GO_QGEMM_ALT=1 DSV4GO_QGEMM_ALTREL=1" "DSV4GO_QGEMM_ALT=1 DSV4GO_QGEMM_ALTREL=0" "DSV4GO_QGEMM_T128=1" "DSV4GO_QGEMM_XPERM_GRAPH=0"; do
   case $v in
   *QGEMM_*) re='QGEMMLargeM|GraphLargeM' ;;
   *SPLIT*) re='QGEMMStream|QGEMMXRange|GEMVPath|GraphStreamChain' ;;

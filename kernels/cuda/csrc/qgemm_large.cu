@@ -1158,6 +1158,27 @@ int launch_wgmma(const void *w, const void *sc, int N, int npad, int K, float al
   // reduction), the last ones may get fewer chunks or none
   splits = max(1, min(splits, kch));
   const int per = (kch + splits - 1) / splits;
+  // 128-row x 128-token tiles, K unsplit (each consumer warpgroup one 64-row block of the same x
+  // chunk: half the 64 x 128 tiles' x bytes per MMA), where they fill 5/8 to 1 wave of the SMs
+  // and N >= 2048 (w2 and wo_b at M = 257..512, w1/w3 at M = 641..1024), or up to two waves
+  // with K of at most 8 chunks (wq_b at M <= 128). H200, 2026-12-01 15:05 call, NVFP4 us, the
+  // dispatch before against these tiles: w2 at M = 320 / 384 / 512 19.35 / 18.76 / 19.06 ->
+  // 16.06 / 16.56 / 16.57; wo_b 57.65 / 58.35 / 64.79 -> 54.26 / 54.47 / 55.88; w1/w3 at M =
+  // 1024 39.22 -> 29.34; wq_b at M = 96 / 128 21.43 / 20.37 -> 18.76 / 18.46. Slower with half
+  // a wave or less (w2, wo_b at M <= 256, w1/w3 at M <= 512: 1.09-2.9x) and with more waves of
+  // longer K (wo_b at M = 1024 1.07x; w1/w3, w2, wq_b at M = 2048 1.02-1.10x).
+  // DSV4GO_QGEMM_T128: -1 (default) by this rule, 0 never, 1 whenever the caller leaves the split
+  // to this function (tests).
+  static const int t128 = env_int("DSV4GO_QGEMM_T128", -1);
+  if (auto_split && t128 != 0 && xnmode != 0) {
+    const int rb8 = (ntiles + 7) / 8;
+    const long long u128 = (long long)rb8 * tb;
+    if (u128 <= 0x7fffffff &&
+        (t128 > 0 || (rb8 >= 16 && 8 * u128 >= 5LL * sms && u128 <= sms) || (kch <= 8 && u128 > sms && u128 <= 2LL * sms))) {
+      const int r = launch_ws<FMT, 3, 8, 128>(w, sc, ntiles, N, K, alpha, x, ldx, y, ldy, M, accumulate, rb8, 1, kch, u128, nullptr, st);
+      if (r != DSV4C_ERR_SHAPE || t128 > 0) return r;
+    }
+  }
   // 128-row x 64-token tiles, K unsplit, where 256 x 128 tiles would split K into splits of
   // <= 4 chunks and the small tiles fill 7/8 to 1 wave of the SMs (expert w2 at M = 256: 128
   // tiles). A split-K launch costs ~8 us more than an unsplit one even with no chunks to run

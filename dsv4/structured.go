@@ -64,13 +64,15 @@ const (
 // ones may be skipped, required ones must appear), required,
 // additionalProperties false (with properties, absent means false, as
 // xgrammar's strict mode) or, without properties, true or a schema;
-// items, minItems, maxItems; minLength, maxLength; enum and const (written
+// items, minItems, maxItems; minLength, maxLength; minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum on integers (digits that cannot end
+// inside the range are masked); enum and const (written
 // as their compact JSON); anyOf and oneOf whose alternatives begin with
 // different characters; $ref to #, #/$defs/NAME or #/definitions/NAME.
 // Annotations (title, description, default, examples...) are ignored.
 // Numbers have at most 19 integer, 20 fraction and 4 exponent digits,
 // and output objects and arrays nest at most 32 deep. Any other keyword
-// (pattern, format, minimum, allOf, prefixItems...) is a *ParamError
+// (pattern, format, allOf, prefixItems, minimum on a number...) is a *ParamError
 // (param response_format.json_schema.schema) naming it, as vLLM answers a
 // schema its backend does not support with a 400; so is a schema of more
 // than MaxSchemaBytes or nested deeper than MaxSchemaDepth.

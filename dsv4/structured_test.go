@@ -18,7 +18,7 @@ import (
 // bounds and $ref.
 var structuredSchemas = []struct{ name, schema string }{
 	{"json_object", ""},
-	{"person", `{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer"},"tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3}},"required":["name","age","tags"],"additionalProperties":false}`},
+	{"person", `{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":120},"tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3}},"required":["name","age","tags"],"additionalProperties":false}`},
 	{"optional", `{"type":"object","properties":{"ok":{"type":"boolean"},"score":{"type":"number"},"note":{"anyOf":[{"type":"string","maxLength":8},{"type":"null"}]}},"required":["ok"]}`},
 	{"ref", `{"$defs":{"pt":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}},"required":["x","y"]}},"type":"object","properties":{"points":{"type":"array","items":{"$ref":"#/$defs/pt"},"minItems":1,"maxItems":2}},"required":["points"]}`},
 }
@@ -60,6 +60,9 @@ func checkStructured(t *testing.T, schema, content, finish string) {
 				if _, ok := v[k]; !ok {
 					t.Fatalf("content %q lacks %q", content, k)
 				}
+			}
+			if age, _ := v["age"].(float64); age < 0 || age > 120 || age != float64(int(age)) {
+				t.Fatalf("content %q: age out of [0, 120]", content)
 			}
 		}
 	case "length":
@@ -169,7 +172,7 @@ func TestStructuredErrors(t *testing.T) {
 	}{
 		{"pattern", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a+"}}}`, "", "response_format.json_schema.schema", `"pattern"`},
 		{"format", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"d":{"type":"string","format":"date"}}}}}`, "", "response_format.json_schema.schema", `/properties/d: "format"`},
-		{"minimum", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer","minimum":1}}}`, "", "response_format.json_schema.schema", `"minimum"`},
+		{"number minimum", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"number","minimum":1}}}`, "", "response_format.json_schema.schema", `"minimum": supported for integers only`},
 		{"allOf", `{"type":"json_schema","json_schema":{"name":"x","schema":{"allOf":[{"type":"object"}]}}}`, "", "response_format.json_schema.schema", `"allOf"`},
 		{"depth", `{"type":"json_schema","json_schema":{"name":"x","schema":` + deep + `}}`, "", "response_format.json_schema.schema", "nested deeper than 32"},
 		{"size", `{"type":"json_schema","json_schema":{"name":"x","schema":{"description":"` + strings.Repeat("x", 70000) + `"}}}`, "", "response_format.json_schema.schema", "more than 65536"},

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,6 +106,9 @@ type node struct {
 	minItems, maxItems int32 // maxItems -1: none
 	// string
 	minLen, maxLen int32 // maxLen -1: none
+	// integer
+	bounded bool  // minimum / maximum given: lo..hi holds
+	lo, hi  int64 // inclusive range of a bounded integer
 	// literal
 	lits [][]byte // sorted, distinct
 	// anyOf
@@ -276,6 +280,8 @@ type compiler struct {
 //     with properties: strict), or true / a schema without properties;
 //   - array: items (a schema), minItems, maxItems;
 //   - string: minLength, maxLength (code points, an escape counts one);
+//   - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (not
+//     for number: a 400 naming the keyword);
 //   - enum, const (any JSON values);
 //   - anyOf and oneOf whose alternatives start with different characters
 //     (an object and null, a string and a number...; integer with number
@@ -345,10 +351,10 @@ func (c *compiler) compile(v *value, path string) (int32, error) {
 		switch k {
 		case "type", "properties", "required", "additionalProperties", "items",
 			"minItems", "maxItems", "minLength", "maxLength", "enum", "const",
-			"anyOf", "oneOf", "$ref":
+			"anyOf", "oneOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
 		default:
 			if !annotations[k] {
-				return 0, &Error{Keyword: k, Path: path, Msg: "not supported (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref)"}
+				return 0, &Error{Keyword: k, Path: path, Msg: "not supported (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers), enum, const, anyOf, oneOf, $ref)"}
 			}
 		}
 	}
@@ -481,6 +487,50 @@ func bounds(v *value, minKw, maxKw, path string) (lo, hi int32, err error) {
 	return lo, hi, nil
 }
 
+// intRange reads minimum, maximum, exclusiveMinimum and exclusiveMaximum
+// as the inclusive integer range they leave (within ±(2^63-1)).
+func intRange(v *value, path string) (bounded bool, lo, hi int64, err error) {
+	lo, hi = -math.MaxInt64, math.MaxInt64
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		x := v.get(k)
+		if x == nil {
+			continue
+		}
+		f, perr := strconv.ParseFloat(x.str, 64)
+		if x.kind != 'n' || perr != nil {
+			return false, 0, 0, &Error{Keyword: k, Path: path, Msg: "must be a number"}
+		}
+		bounded = true
+		var b float64
+		switch k {
+		case "minimum":
+			b = math.Ceil(f)
+		case "exclusiveMinimum":
+			b = math.Floor(f) + 1
+		case "maximum":
+			b = math.Floor(f)
+		default:
+			b = math.Ceil(f) - 1
+		}
+		ib := int64(math.MaxInt64) // beyond ±9.2e18 the bound is the int64 range's
+		switch {
+		case b <= -9.2e18:
+			ib = -math.MaxInt64
+		case b < 9.2e18:
+			ib = int64(b)
+		}
+		if k == "minimum" || k == "exclusiveMinimum" {
+			lo = max(lo, ib)
+		} else {
+			hi = min(hi, ib)
+		}
+	}
+	if lo > hi {
+		return false, 0, 0, &Error{Keyword: "minimum", Path: path, Msg: "no integer lies within the bounds"}
+	}
+	return bounded, lo, hi, nil
+}
+
 func (c *compiler) typed(v *value, t, path string) (int32, error) {
 	switch t {
 	case "object":
@@ -552,8 +602,18 @@ func (c *compiler) typed(v *value, t, path string) (int32, error) {
 		}
 		return c.add(n, path)
 	case "integer":
-		return c.add(node{kind: kInteger}, path)
+		n := node{kind: kInteger}
+		var err error
+		if n.bounded, n.lo, n.hi, err = intRange(v, path); err != nil {
+			return 0, err
+		}
+		return c.add(n, path)
 	case "number":
+		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if v.get(k) != nil {
+				return 0, &Error{Keyword: k, Path: path, Msg: "supported for integers only"}
+			}
+		}
 		return nAnyNumber, nil
 	case "boolean":
 		return c.add(node{kind: kLiteral, lits: [][]byte{[]byte("false"), []byte("true")}}, path)

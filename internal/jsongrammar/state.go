@@ -1,6 +1,9 @@
 package jsongrammar
 
-import "bytes"
+import (
+	"bytes"
+	"math"
+)
 
 // Frame kinds.
 const (
@@ -70,6 +73,7 @@ type frame struct {
 	node        int32
 	n           int32 // array items, string code points, number digits, literal/key bytes matched
 	a, b        int32 // object: last property emitted, key candidate; literal: candidate range
+	val         int64 // bounded integer: magnitude of the digits so far (u 1: negative)
 }
 
 // State is the automaton's position in one output. The zero State is not
@@ -120,7 +124,16 @@ func (s *State) completable(f *frame) bool {
 	switch f.kind {
 	case fNumber:
 		switch f.phase {
-		case nZero, nInt, nFrac, nExpDigits:
+		case nZero, nInt:
+			if n := &s.g.nodes[f.node]; n.bounded {
+				v := f.val
+				if f.u == 1 {
+					v = -v
+				}
+				return v >= n.lo && v <= n.hi
+			}
+			return true
+		case nFrac, nExpDigits:
 			return true
 		}
 	case fLiteral:
@@ -134,7 +147,7 @@ func (s *State) AppendKey(dst []byte) []byte {
 	for i := range s.frames {
 		f := &s.frames[i]
 		dst = append(dst, f.kind, f.phase, f.ws, f.u, f.lo, f.hi)
-		for _, v := range [...]int32{f.node, f.n, f.a, f.b} {
+		for _, v := range [...]int32{f.node, f.n, f.a, f.b, int32(f.val), int32(f.val >> 32)} {
 			dst = append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
 		}
 	}
@@ -515,15 +528,60 @@ func (s *State) str(c byte) result {
 	return reject
 }
 
+// feasible reports whether the digits of a bounded integer so far
+// (magnitude p, digits long, negative when neg) can still end inside the
+// node's range: some p·10^k + j, 0 <= j < 10^k, within it, with at most
+// MaxIntDigits digits; p 0 cannot grow (no leading zeros).
+func feasible(n *node, neg bool, p int64, digits int32) bool {
+	mlo, mhi := max(n.lo, 0), n.hi // the magnitudes allowed
+	if neg {
+		mlo, mhi = max(-n.hi, 0), -n.lo
+	}
+	if mhi < mlo {
+		return false
+	}
+	base, span := p, int64(0)
+	for {
+		if base > mhi {
+			return false
+		}
+		if base+span >= mlo {
+			return true
+		}
+		if p == 0 || digits >= MaxIntDigits || base > (math.MaxInt64-9)/10 {
+			return false
+		}
+		base, span, digits = base*10, span*10+9, digits+1
+	}
+}
+
 func (s *State) number(c byte) result {
 	f := &s.frames[len(s.frames)-1]
-	integer := s.g.nodes[f.node].kind == kInteger
+	nd := &s.g.nodes[f.node]
+	integer := nd.kind == kInteger
 	digit := c >= '0' && c <= '9'
-	next := func(p uint8, n int32) result { f.phase, f.n = p, n; return accept }
+	next := func(p uint8, n int32) result {
+		if nd.bounded && (p == nZero || p == nInt) {
+			switch d := int64(c - '0'); {
+			case p == nZero:
+				f.val = 0
+			case f.val > (math.MaxInt64-d)/10:
+				return reject
+			default:
+				f.val = f.val*10 + d
+			}
+			if !feasible(nd, f.u == 1, f.val, n) {
+				return reject
+			}
+		}
+		f.phase, f.n = p, n
+		return accept
+	}
 	switch f.phase {
 	case nStart, nMinus:
 		switch {
-		case c == '-' && f.phase == nStart:
+		case c == '-' && f.phase == nStart && (!nd.bounded || nd.lo < 0):
+			f.u = 1
 			return next(nMinus, 0)
 		case c == '0':
 			return next(nZero, 0)

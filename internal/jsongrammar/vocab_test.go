@@ -43,7 +43,7 @@ func TestAllowedEqualsBruteForce(t *testing.T) {
 		}
 	}
 	rec(0, nil)
-	schema := `{"type":"object","properties":{"name":{"type":"string","maxLength":5},"tags":{"type":"array","items":{"enum":["a","bb"]}},"n":{"type":"number"}},"required":["name"]}`
+	schema := `{"type":"object","properties":{"name":{"type":"string","maxLength":5},"tags":{"type":"array","items":{"enum":["a","bb"]}},"k":{"type":"integer","minimum":-20,"maximum":350},"n":{"type":"number"}},"required":["name"]}`
 	g, err := Compile([]byte(schema))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,8 @@ func TestAllowedEqualsBruteForce(t *testing.T) {
 		out string
 	}{
 		{JSONObject(), `{"key": "vä\u00e9lue 😀", "n": [1, -2.5e3, true, null, {}]}`},
-		{g, `{"name": "héllo", "tags": ["bb", "a"], "n": 12.5}`},
+		{g, `{"name": "héllo", "tags": ["bb", "a"], "k": 342, "n": 12.5}`},
+		{g, `{"name": "", "k": -17}`},
 	} {
 		st := c.g.Start()
 		got := make([]uint64, v.Words())

@@ -278,11 +278,7 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 			out.Choices = []openaiwire.ChunkChoice{}
 			out.Usage = ch.Usage
 		} else {
-			c := openaiwire.ChunkChoice{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
-			if ch.FinishReason != "" {
-				c.FinishReason = &ch.FinishReason
-			}
-			out.Choices = []openaiwire.ChunkChoice{c}
+			out.Choices = []openaiwire.ChunkChoice{openaiwire.NewChunkChoice(ch)}
 		}
 		if err := write(out); err != nil {
 			return err // client gone: leaving the loop frees the engine's state

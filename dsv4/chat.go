@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -461,6 +462,7 @@ func (a *ChatAccumulator) Add(ch *ChatChunk) {
 	if ch.FinishReason != "" {
 		c.FinishReason = ch.FinishReason
 		c.MatchedStop = ch.MatchedStop
+		c.StopReason = ch.StopReason
 	}
 }
 
@@ -688,7 +690,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	}
 	inReasoning := run.reasoning
 	finish := ""
-	var matched any
+	var matched, stopReason any
 	for tok, err := range run.e.tokens(r) {
 		if err != nil {
 			send(&chatChunkOrErr{err: err})
@@ -726,6 +728,9 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			}
 			text += dec.Flush()
 			matched = tok.ID
+			if run.p.IgnoreEOS || !slices.Contains(run.e.b.EOS(), tok.ID) {
+				stopReason = tok.ID // vLLM: null for EOS, the id for a stop_token_ids hit
+			}
 			finish = "stop"
 		} else {
 			text = dec.Add(tok.ID)
@@ -736,7 +741,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		}
 		emit, hit := stops.push(text)
 		if hit != "" {
-			finish, matched = "stop", hit
+			finish, matched, stopReason = "stop", hit, hit
 		}
 		if finish != "" {
 			if hit == "" {
@@ -759,7 +764,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	if finish == "stop" && sawCalls {
 		finish = "tool_calls"
 	}
-	send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched}})
+	send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
 	return cnt
 }
 

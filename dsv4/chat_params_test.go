@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"iter"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -407,6 +409,78 @@ func TestTextOffsetCodePoints(t *testing.T) {
 			}
 			if !slices.Equal(pieces, tc.want) || pos.Offset() != tc.end {
 				t.Errorf("pieces: offsets %v end %d, want %v %d", pieces, pos.Offset(), tc.want, tc.end)
+			}
+		})
+	}
+}
+
+// TestStopReason: vLLM's stop_reason is nil for the model's EOS and for
+// "length", the id for a stop_token_ids hit (also the EOS id when
+// ignore_eos), the string for a stop-string hit; the same in the chat
+// response, the chat stream's last chunk and a completion stream, and
+// matched_stop (SGLang) is kept beside it.
+func TestStopReason(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, fields string
+		finish               string
+		reason, matched      any
+	}{
+		{"eos", "ab", `"max_tokens":32`, "stop", nil, int32(fakeEOS)},
+		{"eos listed in stop_token_ids", "ab", `"stop_token_ids":[` + strconv.Itoa(fakeEOS) + `]`, "stop", nil, int32(fakeEOS)},
+		{"eos with ignore_eos", "ab", `"ignore_eos":true,"stop_token_ids":[` + strconv.Itoa(fakeEOS) + `]`, "stop", int32(fakeEOS), int32(fakeEOS)},
+		{"stop token", "ab9cd", `"stop_token_ids":[57]`, "stop", int32('9'), int32('9')},
+		{"stop string", "one two three", `"stop":[" thr"]`, "stop", " thr", " thr"},
+		{"length", "abcdef", `"max_tokens":2`, "length", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFakeEngine(&fakeBackend{script: scriptText(tc.script)}, EngineOptions{})
+			defer closeEngine(t, e)
+			check := func(kind, finish string, reason, matched any) {
+				t.Helper()
+				if finish != tc.finish || reason != tc.reason || matched != tc.matched {
+					t.Errorf("%s: finish %q stop_reason %#v matched_stop %#v; want %q %#v %#v", kind, finish, reason, matched, tc.finish, tc.reason, tc.matched)
+				}
+			}
+			var cr ChatRequest
+			if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0,`+tc.fields+`}`), &cr); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := e.Chat(context.Background(), &cr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := resp.Choices[0]
+			check("chat", c.FinishReason, c.StopReason, c.MatchedStop)
+			var pr CompletionRequest
+			if err := json.Unmarshal([]byte(`{"prompt":"q<A>","temperature":0,`+tc.fields+`}`), &pr); err != nil {
+				t.Fatal(err)
+			}
+			for kind, stream := range map[string]func() (iter.Seq2[*ChatChunk, error], error){
+				"chat stream":       func() (iter.Seq2[*ChatChunk, error], error) { return e.ChatStream(context.Background(), &cr) },
+				"completion stream": func() (iter.Seq2[*ChatChunk, error], error) { return e.CompleteStream(context.Background(), &pr) },
+			} {
+				s, err := stream()
+				if err != nil {
+					t.Fatal(err)
+				}
+				finish, finals := "", 0
+				var reason, matched any
+				for ch, err := range s {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ch.StopReason != nil && ch.FinishReason == "" {
+						t.Errorf("%s: stop_reason %v on a chunk without finish_reason", kind, ch.StopReason)
+					}
+					if ch.FinishReason != "" {
+						finish, reason, matched = ch.FinishReason, ch.StopReason, ch.MatchedStop
+						finals++
+					}
+				}
+				if finals != 1 {
+					t.Errorf("%s: %d chunks with finish_reason", kind, finals)
+				}
+				check(kind, finish, reason, matched)
 			}
 		})
 	}

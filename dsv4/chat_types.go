@@ -296,6 +296,11 @@ type ChatChoice struct {
 	// MatchedStop (SGLang extension): the stop string or stop token id
 	// that ended the output, or nil.
 	MatchedStop any `json:"matched_stop"`
+	// StopReason (vLLM extension) is what ended the output: nil for the
+	// model's EOS token and for "length", the token id (int32) for a
+	// stop_token_ids hit, the stop string for a stop-string hit (vLLM V1's
+	// check_stop and stop-string check).
+	StopReason any `json:"stop_reason"`
 }
 
 // ChatMessage is the assistant's parsed reply.
@@ -439,7 +444,10 @@ type ChatChunk struct {
 	Logprobs     *ChatLogprobs
 	FinishReason string
 	MatchedStop  any
-	Usage        *Usage
+	// StopReason is ChatChoice.StopReason, on the chunk that carries
+	// FinishReason.
+	StopReason any
+	Usage      *Usage
 	// PromptLogprobs (request prompt_logprobs; completions also echo with
 	// logprobs) ride on one chunk of the choice, before its first token's,
 	// or with a completion's echoed prompt (Delta.Content) when echoed: one

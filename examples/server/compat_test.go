@@ -48,8 +48,11 @@ type choiceOut struct {
 	Text, Reasoning string
 	Finish          string
 	Matched         any
-	Tokens          []string
-	TextOffset      []int
+	// Reason is stop_reason's JSON on the choice's finishing chunk ("" when
+	// absent there).
+	Reason     string
+	Tokens     []string
+	TextOffset []int
 }
 
 // wireChoice decodes a chat or completions choice, whole or streamed.
@@ -71,8 +74,9 @@ type wireChoice struct {
 			Token string `json:"token"`
 		} `json:"content"`
 	} `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
-	MatchedStop  any     `json:"matched_stop"`
+	FinishReason *string         `json:"finish_reason"`
+	MatchedStop  any             `json:"matched_stop"`
+	StopReason   json.RawMessage `json:"stop_reason"`
 }
 
 func (c *choiceOut) add(w wireChoice) {
@@ -99,6 +103,7 @@ func (c *choiceOut) add(w wireChoice) {
 	if w.FinishReason != nil {
 		c.Finish = *w.FinishReason
 		c.Matched = w.MatchedStop
+		c.Reason = string(w.StopReason)
 	}
 }
 
@@ -266,12 +271,13 @@ func TestIncludeStopStrInOutputServer(t *testing.T) {
 	for _, tc := range []struct {
 		name, fields, text string
 		matched            any
+		reason             string // stop_reason (vLLM), JSON
 	}{
-		{"stop string dropped", `,"stop":["llo 世"]`, "You said: hé", "llo 世"},
-		{"stop string kept", `,"stop":["llo 世"],"include_stop_str_in_output":true`, "You said: héllo 世", "llo 世"},
-		{"stop token dropped", ids, "You", float64(stop)},
-		{"stop token kept", ids + `,"include_stop_str_in_output":true`, "You said", float64(stop)},
-		{"eos kept out", `,"include_stop_str_in_output":true`, "You said: héllo 世界", float64(idEOS)},
+		{"stop string dropped", `,"stop":["llo 世"]`, "You said: hé", "llo 世", `"llo 世"`},
+		{"stop string kept", `,"stop":["llo 世"],"include_stop_str_in_output":true`, "You said: héllo 世", "llo 世", `"llo 世"`},
+		{"stop token dropped", ids, "You", float64(stop), itoa(int(stop))},
+		{"stop token kept", ids + `,"include_stop_str_in_output":true`, "You said", float64(stop), itoa(int(stop))},
+		{"eos kept out", `,"include_stop_str_in_output":true`, "You said: héllo 世界", float64(idEOS), "null"},
 	} {
 		for _, ep := range []struct{ path, body string }{
 			{"/v1/chat/completions", `{"messages":[{"role":"user","content":"héllo 世界"}],"temperature":0` + tc.fields + `}`},
@@ -279,8 +285,8 @@ func TestIncludeStopStrInOutputServer(t *testing.T) {
 		} {
 			for _, stream := range []bool{false, true} {
 				c := generate(t, ts.URL, ep.path, ep.body, stream)[0]
-				if c.Text != tc.text || c.Finish != "stop" || c.Matched != tc.matched {
-					t.Errorf("%s %s stream=%v: text %q finish %q matched %v; want %q stop %v", tc.name, ep.path, stream, c.Text, c.Finish, c.Matched, tc.text, tc.matched)
+				if c.Text != tc.text || c.Finish != "stop" || c.Matched != tc.matched || c.Reason != tc.reason {
+					t.Errorf("%s %s stream=%v: text %q finish %q matched %v stop_reason %s; want %q stop %v %s", tc.name, ep.path, stream, c.Text, c.Finish, c.Matched, c.Reason, tc.text, tc.matched, tc.reason)
 				}
 			}
 		}

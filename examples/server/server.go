@@ -251,11 +251,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 			base.Choices = []openaiwire.ChunkChoice{}
 			return chatChunkUsageJSON{base, s.usage(ch.Usage)}
 		}
-		c := openaiwire.ChunkChoice{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
-		if ch.FinishReason != "" {
-			c.FinishReason = &ch.FinishReason
-		}
-		base.Choices = []openaiwire.ChunkChoice{c}
+		base.Choices = []openaiwire.ChunkChoice{openaiwire.NewChunkChoice(ch)}
 		if includeUsage {
 			return chatChunkUsageJSON{base, nil}
 		}
@@ -339,6 +335,9 @@ type completionChoiceJSON struct {
 	Logprobs     *dsv4.CompletionLogprobs `json:"logprobs"`
 	FinishReason *string                  `json:"finish_reason"`
 	MatchedStop  any                      `json:"matched_stop,omitempty"`
+	// StopReason is vLLM's stop_reason (dsv4.ChatChoice.StopReason): null
+	// until the choice's last chunk, as vLLM writes completion chunks.
+	StopReason any `json:"stop_reason"`
 	// PromptLogprobs: vLLM's per-choice prompt_logprobs (not streamed).
 	PromptLogprobs []dsv4.PromptPosition `json:"prompt_logprobs,omitempty"`
 }
@@ -438,7 +437,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 			if ch.FinishReason != "" {
 				f := ch.FinishReason
 				c.FinishReason = &f
-				c.MatchedStop = ch.MatchedStop
+				c.MatchedStop, c.StopReason = ch.MatchedStop, ch.StopReason
 				finishes = append(finishes, f)
 			}
 		}
@@ -459,7 +458,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 			out.Usage = s.usage(ch.Usage)
 			return out
 		}
-		c := completionChoiceJSON{Index: ch.Index, Text: ch.Delta.Content, MatchedStop: ch.MatchedStop}
+		c := completionChoiceJSON{Index: ch.Index, Text: ch.Delta.Content, MatchedStop: ch.MatchedStop, StopReason: ch.StopReason}
 		if lp := logprobs(ch); lp != nil {
 			c.Logprobs = lp
 		}

@@ -6,6 +6,7 @@ package openaiwire
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 
 	"github.com/dsv4go/dsv4go/dsv4"
 )
@@ -25,6 +26,22 @@ type ChunkChoice struct {
 	Logprobs     *dsv4.ChatLogprobs `json:"logprobs"`
 	FinishReason *string            `json:"finish_reason"`
 	MatchedStop  any                `json:"matched_stop,omitempty"`
+	// StopReason is vLLM's stop_reason (dsv4.ChatChoice.StopReason): on
+	// the chunk with finish_reason only, null included, as vLLM's
+	// streamed chat chunks (fields left unset are not written).
+	StopReason json.RawMessage `json:"stop_reason,omitempty"`
+}
+
+// NewChunkChoice renders a chat stream chunk of one choice: its delta and
+// logprobs, and on the choice's last chunk finish_reason, matched_stop
+// (SGLang) and stop_reason (vLLM).
+func NewChunkChoice(ch *dsv4.ChatChunk) ChunkChoice {
+	c := ChunkChoice{Index: ch.Index, Delta: ch.Delta, Logprobs: ch.Logprobs, MatchedStop: ch.MatchedStop}
+	if ch.FinishReason != "" {
+		c.FinishReason = &ch.FinishReason
+		c.StopReason, _ = json.Marshal(ch.StopReason) // an int32, a string or nil
+	}
+	return c
 }
 
 // ChatResponse is a non-streamed chat.completion.

@@ -86,6 +86,33 @@ func (r *ChatRequest) generationPrompt() bool {
 	return !r.ContinueFinalMessage && (r.AddGenerationPrompt == nil || *r.AddGenerationPrompt)
 }
 
+// echoText is the text that echo puts before the reply: the last
+// message's content when its role is the one vLLM answers with
+// (get_chat_request_role), else "".
+func (r *ChatRequest) echoText() string {
+	if !r.Echo || len(r.Messages) == 0 {
+		return ""
+	}
+	last := &r.Messages[len(r.Messages)-1]
+	role := "assistant"
+	if !r.generationPrompt() {
+		role = last.Role
+	}
+	if last.Role != role {
+		return ""
+	}
+	if last.ContentParts == nil {
+		return last.Content
+	}
+	var texts []string
+	for _, p := range last.ContentParts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
 // toolChoice returns the effective tool_choice mode and function name.
 func (r *ChatRequest) toolChoice() (string, string) {
 	if r.ToolChoice == nil {
@@ -266,7 +293,7 @@ type chatRun struct {
 	parallel   bool
 	prompts    [][]int32 // one per prompt of a batch; choices i*n..i*n+n-1
 	completion bool      // /v1/completions: no role, no parsing
-	echo       []string  // completion echo: prompt text per prompt
+	echo       []string  // completion echo: prompt text per prompt; chat echo: the last message's text
 	conAfter   int32     // with p.Constraint: the token that activates it (</think>), -1: from the start
 }
 
@@ -336,6 +363,9 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 			run.prefix = pre
 			ids = append(ids, pids...)
 		}
+	}
+	if echo := req.echoText(); echo != "" {
+		run.echo = []string{echo}
 	}
 	run.prompt = ids
 	con, err := req.constraint()

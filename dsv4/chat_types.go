@@ -74,6 +74,13 @@ type ChatRequest struct {
 	// continue_final_message), as is a last message from another role;
 	// with add_generation_prompt absent it is implied false.
 	ContinueFinalMessage bool `json:"continue_final_message,omitempty"`
+	// Echo (vLLM's extension) starts each choice's content with the last
+	// message's content when that message's role is the response's role
+	// (vLLM's get_chat_request_role: "assistant" with add_generation_prompt,
+	// else the last message's role), as serving_chat.py does; text parts
+	// are joined with "\n". Streamed, it is the first content delta of
+	// every choice, after the role delta.
+	Echo bool `json:"echo,omitempty"`
 
 	// MaxCompletionTokens (OpenAI's newer name) wins over MaxTokens.
 	MaxCompletionTokens *int `json:"max_completion_tokens,omitempty"`

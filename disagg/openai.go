@@ -279,6 +279,9 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 			out.Usage = ch.Usage
 		} else {
 			out.Choices = []openaiwire.ChunkChoice{openaiwire.NewChunkChoice(ch)}
+			if req.StreamOptions.Continuous() {
+				out.Usage = ch.RunningUsage // vLLM's continuous_usage_stats
+			}
 		}
 		if err := write(out); err != nil {
 			return err // client gone: leaving the loop frees the engine's state

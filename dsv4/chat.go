@@ -646,7 +646,11 @@ func newToolCallID() string {
 func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- *chatChunkOrErr) choiceCount {
 	c := run.e.chat
 	var cnt choiceCount
+	plen := len(run.prompts[idx/run.n])
 	send := func(ch *chatChunkOrErr) bool {
+		if ch.err == nil {
+			ch.RunningUsage = &Usage{PromptTokens: plen, CompletionTokens: cnt.tokens, TotalTokens: plen + cnt.tokens}
+		}
 		select {
 		case out <- ch:
 			return true

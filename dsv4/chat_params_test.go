@@ -485,3 +485,64 @@ func TestStopReason(t *testing.T) {
 		})
 	}
 }
+
+// TestRunningUsage: every chunk of a choice carries that choice's usage so
+// far (vLLM's continuous_usage_stats numbers): the role delta 0 completion
+// tokens, then the tokens generated up to the chunk, the finishing chunk
+// the choice's total; the choices' totals add up to the final usage, chat
+// and completions.
+func TestRunningUsage(t *testing.T) {
+	e := newFakeEngine(&fakeBackend{script: scriptText("abcd")}, EngineOptions{})
+	defer closeEngine(t, e)
+	var cr ChatRequest
+	if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0,"n":2,"stream":true}`), &cr); err != nil {
+		t.Fatal(err)
+	}
+	var pr CompletionRequest
+	if err := json.Unmarshal([]byte(`{"prompt":["q<A>","qq<A>"],"temperature":0,"max_tokens":3,"stream":true}`), &pr); err != nil {
+		t.Fatal(err)
+	}
+	for kind, start := range map[string]func() (iter.Seq2[*ChatChunk, error], error){
+		"chat":       func() (iter.Seq2[*ChatChunk, error], error) { return e.ChatStream(context.Background(), &cr) },
+		"completion": func() (iter.Seq2[*ChatChunk, error], error) { return e.CompleteStream(context.Background(), &pr) },
+	} {
+		stream, err := start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := map[int]Usage{}
+		var final *Usage
+		for ch, err := range stream {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ch.Usage != nil {
+				if ch.RunningUsage != nil {
+					t.Errorf("%s: running usage on the usage chunk", kind)
+				}
+				final = ch.Usage
+				continue
+			}
+			u := ch.RunningUsage
+			if u == nil || u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+				t.Fatalf("%s: chunk %+v: running usage %+v", kind, ch, u)
+			}
+			if ch.Delta.Role != "" && u.CompletionTokens != 0 {
+				t.Errorf("%s: role delta with %d completion tokens", kind, u.CompletionTokens)
+			}
+			if prev, ok := last[ch.Index]; ok && (u.CompletionTokens < prev.CompletionTokens || u.PromptTokens != prev.PromptTokens) {
+				t.Errorf("%s choice %d: usage %+v after %+v", kind, ch.Index, *u, prev)
+			}
+			last[ch.Index] = *u
+		}
+		if final == nil || len(last) != 2 {
+			t.Fatalf("%s: final usage %v, %d choices", kind, final, len(last))
+		}
+		if sum := last[0].CompletionTokens + last[1].CompletionTokens; sum != final.CompletionTokens || sum == 0 {
+			t.Errorf("%s: choices' completion tokens add up to %d, usage %d", kind, sum, final.CompletionTokens)
+		}
+		if kind == "completion" && last[0].PromptTokens == last[1].PromptTokens {
+			t.Errorf("completion: both prompts %d tokens, want their own lengths", last[0].PromptTokens)
+		}
+	}
+}

@@ -159,6 +159,15 @@ func checkPromptLogprobsStream(k *int, stream bool) error {
 // StreamOptions are OpenAI's stream_options.
 type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+	// ContinuousUsageStats (vLLM's extension; with IncludeUsage) adds the
+	// choice's usage so far to every chunk (ChatChunk.RunningUsage).
+	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
+}
+
+// Continuous reports whether every chunk carries usage: include_usage and
+// continuous_usage_stats both set, as vLLM requires.
+func (o *StreamOptions) Continuous() bool {
+	return o != nil && o.IncludeUsage && o.ContinuousUsageStats
 }
 
 // Message is one chat message in the OpenAI shape, with DeepSeek's
@@ -455,6 +464,11 @@ type ChatChunk struct {
 	// FinishReason.
 	StopReason any
 	Usage      *Usage
+	// RunningUsage, on every chunk of a choice, is that choice's usage so
+	// far: its prompt's tokens and the tokens it generated up to and
+	// including this chunk's (vLLM's stream_options.continuous_usage_stats
+	// numbers; no details). Nil on the final Usage chunk.
+	RunningUsage *Usage
 	// PromptLogprobs (request prompt_logprobs; completions also echo with
 	// logprobs) ride on one chunk of the choice, before its first token's,
 	// or with a completion's echoed prompt (Delta.Content) when echoed: one

@@ -383,3 +383,57 @@ func TestEchoTextOffset(t *testing.T) {
 		}
 	}
 }
+
+// TestContinuousUsageStats: stream_options.continuous_usage_stats (with
+// include_usage, vLLM's extension) puts the choice's usage so far on every
+// chunk, chat and completions; with include_usage alone the choice chunks
+// carry none and only the last chunk has usage.
+func TestContinuousUsageStats(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	for _, ep := range []struct{ path, req string }{
+		{"/v1/chat/completions", `"messages":[{"role":"user","content":"hello"}]`},
+		{"/v1/completions", `"prompt":"<｜User｜>hello<｜Assistant｜></think>"`},
+	} {
+		for _, continuous := range []bool{false, true} {
+			opts := `{"include_usage":true}`
+			if continuous {
+				opts = `{"include_usage":true,"continuous_usage_stats":true}`
+			}
+			status, b := post(t, ts.URL, ep.path, `{`+ep.req+`,"temperature":0,"max_tokens":5,"stream":true,"stream_options":`+opts+`}`)
+			if status != http.StatusOK {
+				t.Fatalf("%s: %d %s", ep.path, status, b)
+			}
+			withUsage, chunks, lastCompletion := 0, 0, 0
+			for line := range strings.SplitSeq(string(b), "\n") {
+				data, ok := strings.CutPrefix(line, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var ch struct {
+					Choices []json.RawMessage
+					Usage   *dsv4.Usage
+				}
+				if err := json.Unmarshal([]byte(data), &ch); err != nil {
+					t.Fatal(err)
+				}
+				chunks++
+				if ch.Usage == nil {
+					continue
+				}
+				withUsage++
+				u := ch.Usage
+				if u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens || u.CompletionTokens < lastCompletion {
+					t.Errorf("%s continuous=%v: usage %+v after %d completion tokens", ep.path, continuous, *u, lastCompletion)
+				}
+				lastCompletion = u.CompletionTokens
+			}
+			want := 1
+			if continuous {
+				want = chunks
+			}
+			if withUsage != want || lastCompletion == 0 {
+				t.Errorf("%s continuous=%v: %d of %d chunks with usage (want %d), last completion tokens %d", ep.path, continuous, withUsage, chunks, want, lastCompletion)
+			}
+		}
+	}
+}

@@ -253,7 +253,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		}
 		base.Choices = []openaiwire.ChunkChoice{openaiwire.NewChunkChoice(ch)}
 		if includeUsage {
-			return chatChunkUsageJSON{base, nil}
+			var u *dsv4.Usage
+			if req.StreamOptions.Continuous() {
+				u = ch.RunningUsage // vLLM's continuous_usage_stats
+			}
+			return chatChunkUsageJSON{base, u}
 		}
 		return base
 	})
@@ -466,6 +470,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 			c.FinishReason = &ch.FinishReason
 		}
 		out.Choices = []completionChoiceJSON{c}
+		if req.StreamOptions.Continuous() {
+			out.Usage = ch.RunningUsage // vLLM's continuous_usage_stats
+		}
 		return out
 	})
 }

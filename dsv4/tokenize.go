@@ -70,3 +70,36 @@ func (e *Engine) Detokenize(ids []int32) (string, error) {
 func unknownTokenErr(i int, id int32) error {
 	return paramErr("tokens", "tokens[%d]: token id %d is not in the vocabulary", i, id)
 }
+
+// TokenStrings returns the token strings of ids as transformers'
+// convert_ids_to_tokens gives them (vLLM's /tokenize token_strs): a base
+// token as tokenizer.json writes it, in the byte-level alphabet ("Ġhello"
+// for " hello"), an added token its content ("<｜User｜>"). An id that no
+// token has is a *ParamError for "tokens"; ErrNoChat on an Engine without
+// a tokenizer.
+func (e *Engine) TokenStrings(ids []int32) ([]string, error) {
+	if e == nil {
+		return nil, errNilEngine
+	}
+	c := e.chat
+	if c == nil {
+		return nil, ErrNoChat
+	}
+	out := make([]string, len(ids))
+	tc, ok := c.tok.(tokenizerCodec)
+	for i, id := range ids {
+		switch {
+		case ok:
+			s, known := tc.t.Token(id)
+			if !known {
+				return nil, unknownTokenErr(i, id)
+			}
+			out[i] = s
+		case id < 0 || int(id) >= e.b.VocabSize():
+			return nil, unknownTokenErr(i, id)
+		default: // a stand-in tokenizer (tests): its logprob spelling
+			out[i] = c.tok.TokenString(id)
+		}
+	}
+	return out, nil
+}

@@ -21,7 +21,9 @@
 //     form {"messages", "tools"?, "tool_choice"?, "chat_template_kwargs"?,
 //     "reasoning_effort"?, "response_format"?, "add_generation_prompt"?,
 //     "continue_final_message"?, "add_special_tokens"?} -> {"count",
-//     "max_model_len", "tokens", "token_strs": null}. The ids are the ones
+//     "max_model_len", "tokens", "token_strs"} (token_strs null unless
+//     "return_token_strs": true: then the tokens' strings as vLLM gives
+//     them, transformers' convert_ids_to_tokens, e.g. "Ġhello"). The ids are the ones
 //     generation prefills: a prompt's those of /v1/completions
 //     (dsv4.Engine.Tokenize), messages' those of /v1/chat/completions for
 //     the same body (dsv4.Engine.ChatPrompt: chat encoding or --chat-template,
@@ -32,7 +34,7 @@
 //     add_generation_prompt and continue_final_message shape the ids as
 //     they shape the chat prompt (both true, or continue_final_message
 //     with a last message that is not from the assistant: 400, param
-//     continue_final_message); return_token_strs true is refused (400).
+//     continue_final_message).
 //   - POST /detokenize: {"tokens": [ids]} -> {"prompt": text}, special
 //     tokens kept, as generation spells them; an id outside the vocabulary
 //     is a 400 with param "tokens".

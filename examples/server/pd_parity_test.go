@@ -137,11 +137,12 @@ func TestPDTokenizeParity(t *testing.T) {
 		tok(`{` + msgs + `}`), tok(`{` + msgs + `,"add_generation_prompt":false}`),
 		tok(`{` + msgs + `,` + tools + `}`), tok(`{` + msgs + `,"reasoning_effort":"max","chat_template_kwargs":{"thinking":true}}`),
 		tok(`{` + asst + `,"continue_final_message":true,"add_generation_prompt":false}`),
+		tok(`{"prompt":"x <｜User｜>","return_token_strs":true}`), tok(`{` + msgs + `,"return_token_strs":true}`),
 		detok(`{"tokens":[]}`), detok(`{"tokens":[0,1,2,100,128821,128822]}`), detok(`{"model":"dsv4-tiny","tokens":[5000,6000]}`),
 		// errors
 		tok(`{"prompt":`), tok(`[1]`), tok(`null`), tok(``), tok(`{"model":"gpt-4","prompt":"x"}`), tok(`{"model":5,"prompt":"x"}`),
 		tok(`{"prompt":["a","b"]}`), tok(`{"prompt":[1,2]}`), tok(`{}`), tok(`{"prompt":"x",` + msgs + `}`),
-		tok(`{"prompt":"x","add_special_tokens":"yes"}`), tok(`{"prompt":"x","return_token_strs":true}`),
+		tok(`{"prompt":"x","add_special_tokens":"yes"}`),
 		tok(`{"messages":[]}`), tok(`{"messages":[{"role":"robot","content":"x"}]}`),
 		tok(`{"tools":[{"type":"function","function":{"name":"bad name!"}}],` + msgs + `}`),
 		tok(`{"continue_final_message":true,"add_generation_prompt":true,` + asst + `}`),
@@ -166,8 +167,8 @@ func TestPDTokenizeParity(t *testing.T) {
 			}
 		}
 	}
-	if ok != 12 {
-		t.Errorf("%d of the 12 answer cases were answered 200 by this server", ok)
+	if ok != 14 {
+		t.Errorf("%d of the 14 answer cases were answered 200 by this server", ok)
 	}
 	for _, path := range []string{"/tokenize", "/detokenize"} {
 		want := answer(plainURL, http.MethodGet, [2]string{path, ""})

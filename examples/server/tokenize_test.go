@@ -282,7 +282,6 @@ func TestTokenizeErrors(t *testing.T) {
 		{"add_generation_prompt type", "/tokenize", `{"add_generation_prompt": "no", ` + user + `}`, 400, "add_generation_prompt", ""},
 		{"chat continue and generation prompt", "/v1/chat/completions", `{"continue_final_message": true, "add_generation_prompt": true, ` + asst + `}`, 400, "continue_final_message", ""},
 		{"chat continue user last", "/v1/chat/completions", `{"continue_final_message": true, ` + user + `}`, 400, "continue_final_message", ""},
-		{"return_token_strs", "/tokenize", `{"prompt": "x", "return_token_strs": true}`, 400, "return_token_strs", ""},
 		{"too large", "/tokenize", `{"prompt": "` + strings.Repeat("a", 5000) + `"}`, 413, "", "request_too_large"},
 		{"detok unknown model", "/detokenize", `{"model": "gpt-4", "tokens": [1]}`, 404, "model", "model_not_found"},
 		{"detok missing", "/detokenize", `{}`, 400, "tokens", ""},
@@ -544,4 +543,34 @@ func chatText(t *testing.T, b []byte, stream bool) (string, string) {
 		}
 	}
 	return content, reasoning
+}
+
+// TestTokenizeTokenStrs: return_token_strs true adds token_strs, the
+// tokens' strings as vLLM returns them (transformers'
+// convert_ids_to_tokens): byte-level alphabet for base tokens ("Ġhello"
+// for " hello"), an added token's content; prompt and chat forms.
+func TestTokenizeTokenStrs(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	for _, tc := range []struct{ name, body, want string }{
+		{"prompt", `{"prompt": "Hello hello world", "return_token_strs": true}`, "Ġhello"},
+		{"special", `{"prompt": "<｜User｜>héllo", "return_token_strs": true}`, "<｜User｜>"},
+		{"chat", `{"messages": [{"role": "user", "content": "hi there"}], "return_token_strs": true}`, "Ġthere"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, b := post(t, ts.URL, "/tokenize", tc.body)
+			var out tokenizeOut
+			if err := json.Unmarshal(b, &out); code != http.StatusOK || err != nil || out.TokenStrs == nil {
+				t.Fatalf("%d %s %v", code, b, err)
+			}
+			strs := *out.TokenStrs
+			if len(strs) != len(out.Tokens) || !slices.Contains(strs, tc.want) {
+				t.Fatalf("token_strs %q for %v, want %q among them", strs, out.Tokens, tc.want)
+			}
+			for i, id := range out.Tokens {
+				if s, ok := ts.b.tok.Token(id); !ok || s != strs[i] {
+					t.Errorf("token %d (%d): %q, vocabulary %q", i, id, strs[i], s)
+				}
+			}
+		})
+	}
 }

@@ -25,6 +25,9 @@ type Engine interface {
 	Detokenize(ids []int32) (string, error)
 	// ChatPrompt returns the ids /v1/chat/completions would prefill for req.
 	ChatPrompt(req *dsv4.ChatRequest) ([]int32, error)
+	// TokenStrings returns the vocabulary strings of ids
+	// (convert_ids_to_tokens), for return_token_strs.
+	TokenStrings(ids []int32) ([]string, error)
 }
 
 // Endpoint names the endpoint an Outcome is reported for.
@@ -74,7 +77,9 @@ type TokenizeRequest struct {
 	Prompt *string `json:"prompt"`
 	// AddSpecialTokens is accepted with either value and changes nothing.
 	AddSpecialTokens *bool `json:"add_special_tokens"`
-	// ReturnTokenStrs true is refused (token_strs is always null).
+	// ReturnTokenStrs true adds token_strs: each id's token string as
+	// vLLM gives it (transformers' convert_ids_to_tokens: "Ġhello", not
+	// " hello"; Engine.TokenStrings).
 	ReturnTokenStrs *bool `json:"return_token_strs"`
 }
 
@@ -86,7 +91,8 @@ type TokenizeResponse struct {
 	MaxModelLen int `json:"max_model_len"`
 	// Tokens are the ids (never null).
 	Tokens []int32 `json:"tokens"`
-	// TokenStrs is always null (return_token_strs is refused).
+	// TokenStrs are the tokens' strings with return_token_strs true, else
+	// null (vLLM's default).
 	TokenStrs []string `json:"token_strs"`
 }
 
@@ -145,10 +151,6 @@ func (a *API) ServeTokenize(w http.ResponseWriter, body []byte) {
 		a.fail(Tokenize, "400", nil)
 		badParam(w, param, msg)
 	}
-	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
-		fail("return_token_strs", "return_token_strs is not supported: token_strs is always null")
-		return
-	}
 	var ids []int32
 	var err error
 	switch {
@@ -171,8 +173,16 @@ func (a *API) ServeTokenize(w http.ResponseWriter, body []byte) {
 	if ids == nil {
 		ids = []int32{}
 	}
+	var strs []string
+	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
+		if strs, err = a.Engine.TokenStrings(ids); err != nil {
+			a.fail(Tokenize, "engine", err)
+			openaierr.FromEngine(err).Write(w)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(TokenizeResponse{Count: len(ids), MaxModelLen: a.MaxModelLen, Tokens: ids})
+	_ = json.NewEncoder(w).Encode(TokenizeResponse{Count: len(ids), MaxModelLen: a.MaxModelLen, Tokens: ids, TokenStrs: strs})
 }
 
 // ServeDetokenize answers a POST /detokenize whose body has been read:

@@ -34,6 +34,14 @@ func (stubEngine) Detokenize(ids []int32) (string, error) {
 
 func (stubEngine) ChatPrompt(*dsv4.ChatRequest) ([]int32, error) { return nil, dsv4.ErrNoChat }
 
+func (stubEngine) TokenStrings(ids []int32) ([]string, error) {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = fmt.Sprintf("t%d", id)
+	}
+	return out, nil
+}
+
 // TestAPI: answers, refusals (with OnError's kinds), the body limit and
 // the method check.
 func TestAPI(t *testing.T) {
@@ -50,6 +58,9 @@ func TestAPI(t *testing.T) {
 	}{
 		{"POST", "/tokenize", `{"prompt":"hi","model":"a"}`, 200, `{"count":2,"max_model_len":64,"tokens":[104,105],"token_strs":null}`, ""},
 		{"POST", "/tokenize", `{"prompt":""}`, 200, `{"count":0,"max_model_len":64,"tokens":[],"token_strs":null}`, ""},
+		{"POST", "/tokenize", `{"prompt":"hi","return_token_strs":true}`, 200, `{"count":2,"max_model_len":64,"tokens":[104,105],"token_strs":["t104","t105"]}`, ""},
+		{"POST", "/tokenize", `{"prompt":"hi","return_token_strs":false}`, 200, `{"count":2,"max_model_len":64,"tokens":[104,105],"token_strs":null}`, ""},
+		{"POST", "/tokenize", `{"prompt":"","return_token_strs":true}`, 200, `{"count":0,"max_model_len":64,"tokens":[],"token_strs":[]}`, ""},
 		{"POST", "/detokenize", `{"tokens":[104,105]}`, 200, `{"prompt":"hi"}`, ""},
 		{"POST", "/tokenize", `{"prompt":"x","model":"z"}`, 404, `"code":"model_not_found"`, "tokenize:400"},
 		{"POST", "/tokenize", `{}`, 400, `"param":"prompt"`, "tokenize:400"},

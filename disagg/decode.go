@@ -259,7 +259,7 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if err := checkServed(&req, d.cfg.Name, d.cfg.Aliases, d.back.MaxContext()); err != nil {
+	if err := checkServed(&req, d.cfg.Name, d.cfg.Aliases); err != nil {
 		if pd {
 			d.failures.WithLabelValues("request").Inc()
 			if d.cfg.AllowedBootstrapHosts.Allows(bs.Host) {

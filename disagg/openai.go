@@ -124,15 +124,16 @@ func readChat(w http.ResponseWriter, r *http.Request) (req dsv4.ChatRequest, bs 
 // checkServed runs examples/server's checks ahead of the engine's: a
 // "model" other than the served name or one of its aliases (an empty one is
 // the served one) is 404 model_not_found, a max_tokens or
-// max_completion_tokens outside [1, ctxLen] is 400 with that param.
-func checkServed(req *dsv4.ChatRequest, name string, aliases []string, ctxLen int) error {
+// max_completion_tokens below 1 is 400 with that param (one beyond the
+// context is checkRequest's, with the prompt's tokens).
+func checkServed(req *dsv4.ChatRequest, name string, aliases []string) error {
 	if m := req.Model; m != "" && m != name && !slices.Contains(aliases, m) {
 		return openaierr.ModelNotFound(m, name)
 	}
-	if e := openaierr.MaxTokens("max_tokens", req.MaxTokens, ctxLen); e != nil {
+	if e := openaierr.MaxTokens("max_tokens", req.MaxTokens, 0); e != nil {
 		return e
 	}
-	if e := openaierr.MaxTokens("max_completion_tokens", req.MaxCompletionTokens, ctxLen); e != nil {
+	if e := openaierr.MaxTokens("max_completion_tokens", req.MaxCompletionTokens, 0); e != nil {
 		return e
 	}
 	return nil

@@ -266,7 +266,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		writeErr(w, err)
 	}
-	if err := checkServed(&req, p.cfg.Name, p.cfg.Aliases, contextLength(p.cfg.Model, p.cfg.ContextLength)); err != nil {
+	if err := checkServed(&req, p.cfg.Name, p.cfg.Aliases); err != nil {
 		reject(err)
 		return
 	}

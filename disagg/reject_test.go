@@ -116,7 +116,7 @@ func TestPDRejectsInvalidAtOnce(t *testing.T) {
 		for i, tc := range []struct{ body, code string }{
 			{longChat, "context_length_exceeded"},
 			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":30}`, "context_length_exceeded"},
-			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, ""}, // over the context alone: param max_tokens
+			{`{"messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, "context_length_exceeded"}, // over the context alone: also vLLM's context message
 			{`{"messages":[{"role":"user","content":"hi"}],"temperature":-1}`, ""},
 			// prompt_logprobs: the decode side never prefills the prompt
 			{`{"messages":[{"role":"user","content":"hi"}],"prompt_logprobs":1}`, ""},

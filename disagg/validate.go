@@ -40,11 +40,10 @@ func checkRequest(prompt []int32, sp dsv4.SamplingParams, vocab, ctxLen int) err
 		}
 	}
 	if len(prompt) >= ctxLen {
-		return fmt.Errorf("%w: %d prompt tokens, context %d", dsv4.ErrContextLength, len(prompt), ctxLen)
+		return &dsv4.ContextLengthError{PromptTokens: len(prompt), Context: ctxLen}
 	}
 	if sp.MaxTokens > 0 && len(prompt)+sp.MaxTokens > ctxLen {
-		return fmt.Errorf("%w: %d prompt tokens + max_tokens %d > context %d",
-			dsv4.ErrContextLength, len(prompt), sp.MaxTokens, ctxLen)
+		return &dsv4.ContextLengthError{PromptTokens: len(prompt), MaxTokens: sp.MaxTokens, Context: ctxLen}
 	}
 	return nil
 }

@@ -546,3 +546,28 @@ func TestRunningUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestContextLengthErrorText: a request that does not fit the context
+// gets vLLM's message (the limit, the prompt's tokens and max_tokens) and
+// names max_tokens when that is what does not fit; errors.Is holds for
+// ErrContextLength.
+func TestContextLengthErrorText(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		prompt, maxT int
+		want, param  string
+	}{
+		{"max_tokens over the context", 5, 4097, "'max_tokens' or 'max_completion_tokens' is too large: 4097. This model's maximum context length is 4096 tokens and your request has 5 input tokens (4097 > 4096 - 5). (parameter=max_tokens, value=4097)", "max_tokens"},
+		{"prompt + max_tokens", 100, 4000, "'max_tokens' or 'max_completion_tokens' is too large: 4000. This model's maximum context length is 4096 tokens and your request has 100 input tokens (4000 > 4096 - 100). (parameter=max_tokens, value=4000)", "max_tokens"},
+		{"prompt alone", 4096, 0, "This model's maximum context length is 4096 tokens. However, your request has 4096 input tokens. Please reduce the length of the input messages.", "messages"},
+	} {
+		e := newFakeEngine(&fakeBackend{script: scriptText("ab"), ctxLen: 4096}, EngineOptions{})
+		prompt := make([]int32, tc.prompt)
+		_, err := e.Generate(context.Background(), prompt, SamplingParams{MaxTokens: tc.maxT})
+		var ce *ContextLengthError
+		if !errors.Is(err, ErrContextLength) || !errors.As(err, &ce) || err.Error() != tc.want || ce.Param() != tc.param {
+			t.Errorf("%s: %v (param %v), want %q (param %s)", tc.name, err, ce, tc.want, tc.param)
+		}
+		closeEngine(t, e)
+	}
+}

@@ -373,7 +373,7 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 	}
 	ctxLen := e.b.MaxContext()
 	if len(prompt) >= ctxLen {
-		return nil, fmt.Errorf("%w: %d prompt tokens, context %d", ErrContextLength, len(prompt), ctxLen)
+		return nil, &ContextLengthError{PromptTokens: len(prompt), Context: ctxLen}
 	}
 	maxTok := p.MaxTokens
 	if maxTok == 0 {
@@ -381,8 +381,7 @@ func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, fo
 	}
 	if maxTok == 0 || len(prompt)+maxTok > ctxLen {
 		if p.MaxTokens > 0 {
-			return nil, fmt.Errorf("%w: %d prompt tokens + max_tokens %d > context %d",
-				ErrContextLength, len(prompt), p.MaxTokens, ctxLen)
+			return nil, &ContextLengthError{PromptTokens: len(prompt), MaxTokens: p.MaxTokens, Context: ctxLen}
 		}
 		maxTok = ctxLen - len(prompt)
 	}

@@ -135,3 +135,41 @@ func (e *ValidationError) names(kind error) []string {
 	}
 	return out
 }
+
+// ContextLengthError is a request that does not fit the served context:
+// its prompt alone (MaxTokens 0) or its prompt plus the max_tokens it
+// asked for. It wraps ErrContextLength; its text is vLLM's for the same
+// refusal (serving's input validation), so clients that read the limit out
+// of the message read it here too.
+type ContextLengthError struct {
+	PromptTokens int // the prompt's tokens
+	MaxTokens    int // the request's max_tokens (or max_completion_tokens); 0: the prompt alone is too long
+	Context      int // the served context length in tokens
+}
+
+// Error is vLLM's message: for max_tokens, "'max_tokens' or
+// 'max_completion_tokens' is too large: N. This model's maximum context
+// length is C tokens and your request has P input tokens (N > C - P).
+// (parameter=max_tokens, value=N)"; for the prompt alone, "This model's
+// maximum context length is C tokens. However, your request has P input
+// tokens. Please reduce the length of the input messages."
+func (e *ContextLengthError) Error() string {
+	if e.MaxTokens > 0 {
+		return fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d). (parameter=max_tokens, value=%d)",
+			e.MaxTokens, e.Context, e.PromptTokens, e.MaxTokens, e.Context, e.PromptTokens, e.MaxTokens)
+	}
+	return fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+		e.Context, e.PromptTokens)
+}
+
+// Unwrap returns ErrContextLength.
+func (e *ContextLengthError) Unwrap() error { return ErrContextLength }
+
+// Param is the request field at fault, as vLLM names it: "max_tokens"
+// when max_tokens does not fit, else "messages".
+func (e *ContextLengthError) Param() string {
+	if e.MaxTokens > 0 {
+		return "max_tokens"
+	}
+	return "messages"
+}

@@ -437,3 +437,44 @@ func TestContinuousUsageStats(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxTokensOverContext: max_tokens beyond the context, alone or with
+// the prompt, gets vLLM's context message with param max_tokens and code
+// context_length_exceeded, chat (max_tokens or max_completion_tokens) and
+// completions; below 1 it is a 400 naming the field.
+func TestMaxTokensOverContext(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	ctxLen := ts.eng.MaxContext()
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		name, path, body, param, code, prefix string
+	}{
+		{"chat max_tokens context+1", "/v1/chat/completions", `{` + msgs + `,"max_tokens":` + itoa(ctxLen+1) + `}`, "max_tokens", "context_length_exceeded",
+			"'max_tokens' or 'max_completion_tokens' is too large: " + itoa(ctxLen+1) + ". This model's maximum context length is " + itoa(ctxLen) + " tokens and your request has "},
+		{"chat prompt + max_tokens", "/v1/chat/completions", `{` + msgs + `,"max_tokens":` + itoa(ctxLen-1) + `}`, "max_tokens", "context_length_exceeded",
+			"'max_tokens' or 'max_completion_tokens' is too large: " + itoa(ctxLen-1) + "."},
+		{"chat max_completion_tokens", "/v1/chat/completions", `{` + msgs + `,"max_completion_tokens":` + itoa(ctxLen+1) + `}`, "max_tokens", "context_length_exceeded",
+			"'max_tokens' or 'max_completion_tokens' is too large: " + itoa(ctxLen+1) + "."},
+		{"completions", "/v1/completions", `{"prompt":"hi","max_tokens":` + itoa(ctxLen+1) + `}`, "max_tokens", "context_length_exceeded",
+			"'max_tokens' or 'max_completion_tokens' is too large: " + itoa(ctxLen+1) + "."},
+		{"zero", "/v1/chat/completions", `{` + msgs + `,"max_tokens":0}`, "max_tokens", "", "max_tokens must be at least 1"},
+	} {
+		status, b := post(t, ts.URL, tc.path, tc.body)
+		var e struct {
+			Error struct {
+				Message, Param string
+				Code           *string
+			}
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatalf("%s: %s", tc.name, b)
+		}
+		code := ""
+		if e.Error.Code != nil {
+			code = *e.Error.Code
+		}
+		if status != http.StatusBadRequest || e.Error.Param != tc.param || code != tc.code || !strings.HasPrefix(e.Error.Message, tc.prefix) {
+			t.Errorf("%s: %d %s; want param %q code %q message %q...", tc.name, status, b, tc.param, tc.code, tc.prefix)
+		}
+	}
+}

@@ -28,7 +28,7 @@ type Server struct {
 	aliases      map[string]bool // names accepted in "model" besides modelName
 	apiKey       string
 	maxBodyBytes int64
-	maxTokens    int // upper limit of max_tokens (0: the context length)
+	maxTokens    int // upper limit of max_tokens below the context (0: the context, checked by the engine with the prompt)
 	log          *slog.Logger
 	logRequests  bool // one INFO line per generation request
 	// promptDetails: usage carries prompt_tokens_details
@@ -80,8 +80,8 @@ func NewServer(eng *dsv4.Engine, cfg ServerConfig) *Server {
 	for _, a := range cfg.Aliases {
 		s.aliases[a] = true
 	}
-	if s.maxTokens <= 0 {
-		s.maxTokens = eng.MaxContext()
+	if s.maxTokens >= eng.MaxContext() {
+		s.maxTokens = 0 // the context bounds it: the engine's ContextLengthError
 	}
 	s.m = newMetrics(s.reg, eng, cfg.ModelName)
 	s.tok = s.tokenizeAPI()

@@ -81,10 +81,17 @@ func ModelNotFound(model, served string) *Error {
 }
 
 // MaxTokens is the 400 answer (param name) to a token limit field such as
-// "max_tokens" outside [1, limit]; nil when v is nil or inside.
+// "max_tokens" below 1 or, when limit > 0, above limit; nil when v is nil
+// or allowed. A value beyond the context is left to the engine, whose
+// *dsv4.ContextLengthError names the prompt's tokens as vLLM's message
+// does (FromEngine).
 func MaxTokens(name string, v *int, limit int) *Error {
-	if v == nil || (*v >= 1 && *v <= limit) {
+	switch {
+	case v == nil || (*v >= 1 && (limit <= 0 || *v <= limit)):
 		return nil
+	case *v < 1:
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: name,
+			Message: fmt.Sprintf("%s must be at least 1, got %d", name, *v)}
 	}
 	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: name,
 		Message: fmt.Sprintf("%s must be in [1, %d], got %d", name, limit, *v)}
@@ -210,7 +217,8 @@ func BearerAuth(key string, h http.Handler) http.Handler {
 // a *dsv4.ParamError or dsv4.ErrInvalidParams is 400 (param the field at
 // fault), dsv4.ErrTemplateLimit 400 template_limit_exceeded (the template
 // hit a sandbox limit on this request's messages, not a context error),
-// dsv4.ErrContextLength 400 context_length_exceeded, dsv4.ErrRequestTooLarge
+// dsv4.ErrContextLength 400 context_length_exceeded (param "max_tokens" for a
+// *dsv4.ContextLengthError about max_tokens, else "messages"), dsv4.ErrRequestTooLarge
 // 400 request_too_large (param max_tokens), dsv4.ErrQueueFull 503
 // queue_full, dsv4.ErrEngineClosed 503 shutting_down, dsv4.ErrNoChat 501,
 // a cancelled or expired context 499 cancelled, anything else 500
@@ -219,7 +227,10 @@ func FromEngine(err error) *Error {
 	e := &Error{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()}
 	set := func(st int, typ, param, code string) { e.Status, e.Type, e.Param, e.Code = st, typ, param, code }
 	var pe *dsv4.ParamError
+	var ce *dsv4.ContextLengthError
 	switch {
+	case errors.As(err, &ce):
+		set(http.StatusBadRequest, "invalid_request_error", ce.Param(), "context_length_exceeded")
 	case errors.As(err, &pe):
 		set(http.StatusBadRequest, "invalid_request_error", pe.Param, "")
 	case errors.Is(err, dsv4.ErrInvalidParams):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,6 +61,8 @@ func TestFromEngine(t *testing.T) {
 	}{
 		{&dsv4.ParamError{Param: "tokens"}, 400, "tokens", "", "invalid_request_error"},
 		{dsv4.ErrContextLength, 400, "messages", "context_length_exceeded", "invalid_request_error"},
+		{&dsv4.ContextLengthError{PromptTokens: 5, Context: 4}, 400, "messages", "context_length_exceeded", "invalid_request_error"},
+		{fmt.Errorf("chat: %w", &dsv4.ContextLengthError{PromptTokens: 5, MaxTokens: 4097, Context: 4096}), 400, "max_tokens", "context_length_exceeded", "invalid_request_error"},
 		{dsv4.ErrTemplateLimit, 400, "messages", "template_limit_exceeded", "invalid_request_error"},
 		{dsv4.ErrNoChat, 501, "", "", "invalid_request_error"},
 		{dsv4.ErrInvalidParams, 400, "", "", "invalid_request_error"},

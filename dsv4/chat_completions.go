@@ -83,7 +83,7 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 		p.IDs = many
 		return nil
 	}
-	return fmt.Errorf("prompt must be a string, an array of strings, or token ids")
+	return paramErr("prompt", "must be a string, an array of strings, an array of token ids or an array of arrays of token ids (not mixed)")
 }
 
 // sampling converts the request's sampling fields (defaults: temperature

@@ -243,7 +243,7 @@ func (t *ToolChoice) UnmarshalJSON(b []byte) error {
 			*t = ToolChoice{Mode: s}
 			return nil
 		}
-		return fmt.Errorf("tool_choice must be none, auto, required or a function, got %q", s)
+		return paramErr("tool_choice", `must be "none", "auto", "required" or {"type":"function","function":{"name":...}}, got %q`, s)
 	}
 	var o struct {
 		Type     string `json:"type"`
@@ -252,10 +252,10 @@ func (t *ToolChoice) UnmarshalJSON(b []byte) error {
 		} `json:"function"`
 	}
 	if err := json.Unmarshal(b, &o); err != nil {
-		return fmt.Errorf("tool_choice must be a string or an object")
+		return paramErr("tool_choice", "must be a string or an object, got %s", jsonKind(b))
 	}
 	if o.Type != "function" || o.Function.Name == "" {
-		return fmt.Errorf(`tool_choice object must be {"type":"function","function":{"name":...}}`)
+		return paramErr("tool_choice", `an object must be {"type":"function","function":{"name":...}}`)
 	}
 	*t = ToolChoice{Mode: "function", Function: o.Function.Name}
 	return nil

@@ -56,3 +56,20 @@ func (e *MessageError) Unwrap() error { return e.Err }
 func msgErr(index int, role string, err error, format string, args ...any) error {
 	return &MessageError{Index: index, Role: role, Err: err, Detail: fmt.Sprintf(format, args...)}
 }
+
+// FieldError is a message whose JSON field has a value of the wrong kind
+// (Message.UnmarshalJSON: content 5, an empty task). Decoding one message
+// does not know its position; a caller that decoded a list adds it (the
+// servers report param "messages[i].Field"). It wraps ErrInvalidMessage.
+type FieldError struct {
+	Field  string // the message's JSON field, e.g. "content"
+	Detail string // what is wrong, e.g. "expected a string, null or an array of content parts, got number"
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrInvalidMessage, e.Field, e.Detail)
+}
+
+// Unwrap returns ErrInvalidMessage.
+func (e *FieldError) Unwrap() error { return ErrInvalidMessage }

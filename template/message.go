@@ -3,7 +3,6 @@ package template
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 )
 
 // Message is one chat message in the OpenAI chat-completions shape, with
@@ -141,7 +140,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	if j.Task != nil {
 		m.Task = *j.Task
 		if m.Task == "" {
-			return fmt.Errorf("%w: empty task", ErrInvalidMessage)
+			return &FieldError{Field: "task", Detail: "empty task"}
 		}
 	}
 	c := bytes.TrimSpace(j.Content)
@@ -153,13 +152,20 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 		}
 	case c[0] == '[':
 		if err := json.Unmarshal(c, &m.ContentParts); err != nil {
-			return fmt.Errorf("content parts: %w", err)
+			return &FieldError{Field: "content", Detail: "content parts: " + err.Error()}
 		}
 		if m.ContentParts == nil {
 			m.ContentParts = []ContentPart{}
 		}
-	default:
-		return fmt.Errorf("%w: content must be a string, null or an array of parts", ErrInvalidMessage)
+	default: // an object, a boolean or a number
+		kind := "number"
+		switch c[0] {
+		case '{':
+			kind = "object"
+		case 't', 'f':
+			kind = "bool"
+		}
+		return &FieldError{Field: "content", Detail: "expected a string, null or an array of content parts, got " + kind}
 	}
 	return nil
 }

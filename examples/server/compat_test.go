@@ -166,6 +166,17 @@ func TestParamErrors(t *testing.T) {
 		{"parameters array", "/v1/chat/completions", `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":{}}},{"type":"function","function":{"name":"g","parameters":[]}}]}`, "tools[1].function.parameters"},
 		{"best_of 3", "/v1/completions", `{"prompt":"x","best_of":3}`, "best_of"},
 		{"best_of above n", "/v1/completions", `{"prompt":"x","n":2,"best_of":3}`, "best_of"},
+		{"tool_choice unknown string", "/v1/chat/completions", `{` + msgs + `,"tool_choice":"sometimes"}`, "tool_choice"},
+		{"tool_choice number", "/v1/chat/completions", `{` + msgs + `,"tool_choice":5}`, "tool_choice"},
+		{"tool_choice object", "/v1/chat/completions", `{` + msgs + `,"tool_choice":{"type":"x"}}`, "tool_choice"},
+		{"content number", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":5}]}`, "messages[1].content"},
+		{"content object", "/v1/chat/completions", `{"messages":[{"role":"user","content":{}}]}`, "messages[0].content"},
+		{"content parts", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":[5]}]}`, "messages[2].content"},
+		{"role number", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":7,"content":"b"}]}`, "messages[1].role"},
+		{"empty task", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a","task":""}]}`, "messages[0].task"},
+		{"mixed prompt", "/v1/completions", `{"prompt":["a",[3]]}`, "prompt"},
+		{"prompt object", "/v1/completions", `{"prompt":{}}`, "prompt"},
+		{"tokenize content number", "/tokenize", `{"messages":[{"role":"user","content":5}]}`, "messages[0].content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, b := post(t, ts.URL, tc.path, tc.body)
@@ -179,6 +190,9 @@ func TestParamErrors(t *testing.T) {
 			}
 			if status != http.StatusBadRequest || e.Error.Type != "invalid_request_error" || e.Error.Param != tc.param {
 				t.Errorf("status %d %s, want 400 with param %q", status, b, tc.param)
+			}
+			if strings.HasPrefix(tc.param, "messages[") && !strings.Contains(e.Error.Message, tc.param) {
+				t.Errorf("message %q does not name %s", e.Error.Message, tc.param)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaiwire"
+	"github.com/dsv4go/dsv4go/template"
 )
 
 // Error is an HTTP status and an OpenAI error object; an empty Param or
@@ -52,8 +53,11 @@ func (e *Error) Write(w http.ResponseWriter) {
 // ignored). A failure is a 400 invalid_request_error: invalid JSON is
 // "malformed JSON: …"; a value of the wrong type names the field in Param
 // and the message (`invalid type for "max_tokens": expected an integer, got
-// string`); a body that is not an object is "request body must be a JSON
-// object, got …".
+// string`; a message's field with the message's index, e.g.
+// "messages[1].content"); a value a field's decoder refuses names the
+// field too (a *dsv4.ParamError, e.g. tool_choice "sometimes" or a mixed
+// completions prompt; a *template.FieldError, e.g. content 5); a body that
+// is not an object is "request body must be a JSON object, got …".
 func Decode(body []byte, v any) *Error {
 	err := json.Unmarshal(body, v)
 	if err == nil {
@@ -62,15 +66,58 @@ func Decode(body []byte, v any) *Error {
 	e := &Error{Status: http.StatusBadRequest, Type: "invalid_request_error"}
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
+	var fe *template.FieldError
+	var pe *dsv4.ParamError
 	switch {
 	case errors.As(err, &te):
+		te.Field = inMessage(body, te.Field)
 		e.Param, e.Message = TypeError(te)
 	case errors.As(err, &se):
 		e.Message = "malformed JSON: " + err.Error()
+	case errors.As(err, &fe):
+		e.Param = inMessage(body, "messages."+fe.Field)
+		e.Message = fmt.Sprintf("invalid %s: %s", e.Param, fe.Detail)
+	case errors.As(err, &pe):
+		e.Param, e.Message = pe.Param, pe.Error()
 	default:
 		e.Message = "invalid request: " + err.Error()
 	}
 	return e
+}
+
+// inMessage turns the field of a message or tool ("messages.content",
+// "tools.function.name") into the indexed name ("messages[2].content"):
+// the first element of body's list that does not decode is the one at
+// fault (encoding/json reports the first error and names fields without
+// indices). Other fields, and a list whose elements all decode, keep field
+// as it is.
+func inMessage(body []byte, field string) string {
+	for _, l := range []struct {
+		name    string
+		decodes func(json.RawMessage) bool
+	}{{"messages", decodes[template.Message]}, {"tools", decodes[dsv4.Tool]}} {
+		rest, ok := strings.CutPrefix(field, l.name+".")
+		if !ok {
+			continue
+		}
+		var r map[string]json.RawMessage
+		var list []json.RawMessage
+		if json.Unmarshal(body, &r) != nil || json.Unmarshal(r[l.name], &list) != nil {
+			return field
+		}
+		for i, raw := range list {
+			if !l.decodes(raw) {
+				return fmt.Sprintf("%s[%d].%s", l.name, i, rest)
+			}
+		}
+	}
+	return field
+}
+
+// decodes reports whether raw decodes into a T.
+func decodes[T any](raw json.RawMessage) bool {
+	var v T
+	return json.Unmarshal(raw, &v) == nil
 }
 
 // ModelNotFound is the 404 model_not_found answer (param "model") to a

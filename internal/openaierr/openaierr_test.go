@@ -11,8 +11,9 @@ import (
 	"github.com/dsv4go/dsv4go/dsv4"
 )
 
-// TestTypeError checks that JSON type errors name the OpenAI field
-// and JSON types, never Go type or embedded-struct names.
+// TestTypeError checks that JSON type errors name the OpenAI field (a
+// message's or tool's with its index) and JSON types, never Go type or
+// embedded-struct names.
 func TestTypeError(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	cases := []struct {
@@ -32,7 +33,9 @@ func TestTypeError(t *testing.T) {
 		{`{` + msgs + `,"stop":5}`, "stop", `invalid type for "stop": expected a string or an array of strings, got number`},
 		{`{` + msgs + `,"stop":[1]}`, "stop", `invalid type for "stop": expected a string or an array of strings, got array`},
 		{`{"messages":[1]}`, "messages", `invalid type for "messages": expected a message object, got number`},
-		{`{` + msgs + `,"tools":[{"type":"function","function":{"name":5}}]}`, "tools.function.name", `expected a string, got number`},
+		{`{` + msgs + `,"tools":[{"type":"function","function":{"name":5}}]}`, "tools[0].function.name", `expected a string, got number`},
+		{`{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":5}}]}`, "tools[1].function.name", `invalid type for "tools[1].function.name": expected a string, got number`},
+		{`{"messages":[{"role":"user","content":"a"},{"role":5}]}`, "messages[1].role", `invalid type for "messages[1].role": expected a string, got number`},
 	}
 	for _, c := range cases {
 		var req dsv4.ChatRequest
@@ -42,7 +45,8 @@ func TestTypeError(t *testing.T) {
 			t.Errorf("%s: %v is not a type error", c.body, err)
 			continue
 		}
-		field, msg := TypeError(te)
+		e := Decode([]byte(c.body), &req) // TypeError, with list indices
+		field, msg := e.Param, e.Message
 		if field != c.field || !strings.Contains(msg, c.want) {
 			t.Errorf("%s: got (%q, %q), want (%q, %q)", c.body, field, msg, c.field, c.want)
 		}

@@ -477,6 +477,10 @@ func (rt *Router) Handler() http.Handler {
 	})
 	mux.Handle("/v1/models", auth(rt.models))
 	mux.Handle("/workers", auth(func(w http.ResponseWriter, r *http.Request) {
+		// healthy is whether the router sends the worker requests now: the
+		// last health check passed and its circuit breaker is closed (a
+		// worker just killed fails requests before its next health check:
+		// the breaker opens first). reason says which verdict is false.
 		type st struct {
 			URL      string `json:"url"`
 			Role     string `json:"role"`
@@ -489,7 +493,12 @@ func (rt *Router) Handler() http.Handler {
 		now := time.Now()
 		for _, wk := range rt.all() {
 			wk.mu.Lock()
-			out = append(out, st{wk.URL, wk.Role, wk.healthy, wk.reason, wk.InFlight(), now.Before(wk.openUntil)})
+			open := now.Before(wk.openUntil)
+			reason := wk.reason
+			if open && wk.healthy {
+				reason = "circuit breaker open: consecutive request failures"
+			}
+			out = append(out, st{wk.URL, wk.Role, wk.healthy && !open, reason, wk.InFlight(), open})
 			wk.mu.Unlock()
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -272,13 +272,37 @@ func TestCircuitBreakerAndHealth(t *testing.T) {
 	if !w.available(time.Now()) {
 		t.Fatal("opened after one failure")
 	}
+	// /workers: healthy is false while the breaker is open, with a reason
+	workers := func() (healthy, open bool, reason string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		rt.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/workers", nil))
+		var ws []struct {
+			Healthy bool   `json:"healthy"`
+			Open    bool   `json:"breaker_open"`
+			Reason  string `json:"reason"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &ws); err != nil || len(ws) != 1 {
+			t.Fatalf("/workers: %s %v", rec.Body, err)
+		}
+		return ws[0].Healthy, ws[0].Open, ws[0].Reason
+	}
+	if h, o, _ := workers(); !h || o {
+		t.Fatalf("/workers before the breaker opens: healthy %v breaker_open %v", h, o)
+	}
 	rt.report(w, false)
 	if w.available(time.Now()) {
 		t.Fatal("breaker did not open")
 	}
+	if h, o, reason := workers(); h || !o || !strings.Contains(reason, "breaker") {
+		t.Fatalf("/workers with the breaker open: healthy %v breaker_open %v reason %q", h, o, reason)
+	}
 	time.Sleep(60 * time.Millisecond)
 	if !w.available(time.Now()) {
 		t.Fatal("breaker did not half-open after the cooldown")
+	}
+	if h, o, _ := workers(); !h || o {
+		t.Fatalf("/workers after the cooldown: healthy %v breaker_open %v", h, o)
 	}
 	rt.report(w, false) // a failure while half-open re-opens at once
 	if w.available(time.Now()) {

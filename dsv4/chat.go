@@ -773,7 +773,12 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 				finish = tok.FinishReason
 			}
 		}
-		emit, hit := stops.push(text)
+		var emit, hit string
+		if cnt.tokens > run.p.MinTokens {
+			emit, hit = stops.push(text)
+		} else { // vLLM: no stop string within min_tokens
+			emit = stops.skip(text)
+		}
 		if hit != "" {
 			finish, matched, stopReason = "stop", hit, hit
 		}
@@ -878,8 +883,20 @@ func newStopMatcher(stops []string, include bool) *stopMatcher {
 
 // push adds text and returns what can be released; on a match it returns
 // the text up to the match (without it, or with it when include) and the
-// stop string.
-func (m *stopMatcher) push(text string) (string, string) {
+// stop string. A match ends in text (vLLM searches only the window that
+// the new text can complete: check_stop_strings' new_char_count).
+func (m *stopMatcher) push(text string) (string, string) { return m.add(text, true) }
+
+// skip adds text in which no stop string is looked for: the output of the
+// first min_tokens tokens (vLLM's detokenizer checks stop strings only
+// once more than min_tokens tokens were generated, and a later match must
+// end after this text). It returns what can be released.
+func (m *stopMatcher) skip(text string) string {
+	out, _ := m.add(text, false)
+	return out
+}
+
+func (m *stopMatcher) add(text string, search bool) (string, string) {
 	if m.done {
 		return "", ""
 	}
@@ -893,8 +910,12 @@ func (m *stopMatcher) push(text string) (string, string) {
 	buf := prev + text
 	best, hit := -1, ""
 	for _, s := range m.stops {
-		if i := strings.Index(buf, s); i >= 0 && (best < 0 || i < best) {
-			best, hit = i, s
+		if !search {
+			break
+		}
+		from := max(len(prev)-len(s)+1, 0) // the match must end in text
+		if i := strings.Index(buf[from:], s); i >= 0 && (best < 0 || from+i < best) {
+			best, hit = from+i, s
 		}
 	}
 	if best >= 0 {

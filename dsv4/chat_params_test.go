@@ -571,3 +571,48 @@ func TestContextLengthErrorText(t *testing.T) {
 		closeEngine(t, e)
 	}
 }
+
+// TestMinTokensStopStrings: as vLLM's detokenizer, stop strings are not
+// looked for until more than min_tokens tokens were generated, and a later
+// match must end after that point (it may begin inside it); chat and
+// completions, with and without include_stop_str_in_output.
+func TestMinTokensStopStrings(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, fields, text string
+		matched                    any
+	}{
+		{"stop inside min_tokens ignored", "abcabc", `"stop":["a"],"min_tokens":1`, "abc", "a"},
+		{"no min_tokens", "abcabc", `"stop":["a"]`, "", "a"},
+		{"stop after min_tokens", "abcabc", `"stop":["b"],"min_tokens":3`, "abca", "b"},
+		{"match straddling min_tokens", "abcabc", `"stop":["cab"],"min_tokens":3`, "ab", "cab"},
+		{"straddling, included", "abcabc", `"stop":["cab"],"min_tokens":3,"include_stop_str_in_output":true`, "abcab", "cab"},
+		{"only inside min_tokens", "abcdef", `"stop":["bc"],"min_tokens":4`, "abcdef", int32(fakeEOS)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFakeEngine(&fakeBackend{script: scriptText(tc.script)}, EngineOptions{})
+			defer closeEngine(t, e)
+			var cr ChatRequest
+			if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0,"max_tokens":32,`+tc.fields+`}`), &cr); err != nil {
+				t.Fatal(err)
+			}
+			stream, err := e.ChatStream(context.Background(), &cr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text, _, matched := streamText(t, stream); text != tc.text || matched != tc.matched {
+				t.Errorf("chat: %q %v, want %q %v", text, matched, tc.text, tc.matched)
+			}
+			var pr CompletionRequest
+			if err := json.Unmarshal([]byte(`{"prompt":"q<A>","temperature":0,"max_tokens":32,`+tc.fields+`}`), &pr); err != nil {
+				t.Fatal(err)
+			}
+			cs, err := e.CompleteStream(context.Background(), &pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text, _, matched := streamText(t, cs); text != tc.text || matched != tc.matched {
+				t.Errorf("completion: %q %v, want %q %v", text, matched, tc.text, tc.matched)
+			}
+		})
+	}
+}

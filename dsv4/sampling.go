@@ -60,7 +60,13 @@ type SamplingParams struct {
 	// context length".
 	MaxTokens int
 	// MinTokens: EOS and StopTokenIDs cannot end the output before this many
-	// tokens.
+	// tokens, and chat/completion stop strings are not looked for in them
+	// (a match must end after them), as vLLM's min_tokens. Nothing else is
+	// blocked: a model kept from its EOS may write "</think>" in a
+	// non-thinking reply, and it stays in content, as with vLLM (the token
+	// is not special in DeepSeek's tokenizer, so skip_special_tokens keeps
+	// it, and the deepseek_v4 reasoning parser passes non-thinking output
+	// through unchanged).
 	MinTokens int
 	// StopTokenIDs end the output when generated (in addition to the model's
 	// EOS unless IgnoreEOS). By default the stop token is not part of the

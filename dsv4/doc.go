@@ -34,8 +34,13 @@
 //	seq := m.NewSequence()
 //	defer seq.Release()
 //	logits, err := m.Prefill(ctx, seq, promptIDs) // [vocab] float32, last position
-//	next := pick(logits) // your sampler, e.g. argmax
+//	next := pick(logits) // your sampler, e.g. argmax; stop at m.Config().EOSTokenIDs
 //	rows, err := m.Decode(ctx, []*dsv4.Sequence{seq}, []int32{next})
+//
+// promptIDs come from [Engine.ChatPrompt] (a chat request, template
+// applied) or [Engine.Tokenize] (raw text); [Engine.Detokenize] spells the
+// output ids. Decode extends a prefilled sequence ([ErrEmptySequence]
+// otherwise).
 //
 // [Model.Prefill] appends tokens (call it repeatedly for chunked prefill);
 // [Model.PrefillAll] returns every position's logits; [Model.Decode]

@@ -361,7 +361,8 @@ func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all boo
 // sequence. Decode holds every sequence of the batch for the whole call. An empty
 // batch (no sequences, no ids) is a no-op that returns nil logits and no error. Errors
 // (nothing changes): ErrSequence for a nil, released, foreign or repeated sequence, one
-// in use by another call, or len(ids) != len(seqs), ErrTokenID, ErrContextLength,
+// in use by another call, or len(ids) != len(seqs); ErrEmptySequence (wrapping
+// ErrSequence) for a sequence never prefilled; ErrTokenID, ErrContextLength,
 // ctx.Err(); ErrInvalidParams for a nil Model. A sequence released during the call
 // still completes the step (see Sequence.Release).
 func (m *Model) Decode(ctx context.Context, seqs []*Sequence, ids []int32) ([][]float32, error) {
@@ -396,6 +397,9 @@ func (m *Model) Decode(ctx context.Context, seqs []*Sequence, ids []int32) ([][]
 		seen[s] = true
 		if err := m.checkLen(s, 1); err != nil {
 			return nil, err
+		}
+		if s.st.Position == 0 {
+			return nil, fmt.Errorf("seqs[%d]: %w", i, ErrEmptySequence)
 		}
 		segs[i] = segment{&s.st, ids[i : i+1]}
 	}

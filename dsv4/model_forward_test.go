@@ -97,6 +97,8 @@ func TestModelErrorsAndRestore(t *testing.T) {
 		{"len mismatch", ErrSequence, func() error { _, err := m.Decode(ctx, []*Sequence{a, b}, []int32{1}); return err }},
 		{"duplicate", ErrSequence, func() error { _, err := m.Decode(ctx, []*Sequence{a, a}, []int32{1, 2}); return err }},
 		{"foreign", ErrSequence, func() error { _, err := m2.Decode(ctx, []*Sequence{a}, []int32{1}); return err }},
+		{"never prefilled", ErrEmptySequence, func() error { _, err := m.Decode(ctx, []*Sequence{a, m.NewSequence()}, []int32{1, 1}); return err }},
+		{"never prefilled is ErrSequence", ErrSequence, func() error { _, err := m.Decode(ctx, []*Sequence{m.NewSequence()}, []int32{1}); return err }},
 		{"too long", ErrContextLength, func() error {
 			_, err := m.Prefill(ctx, a, make([]int32, m.Config().MaxPositionEmbeddings))
 			return err

@@ -11,6 +11,10 @@ import (
 // Decode, belonging to another Model, or a SequenceState that does not fit the Model.
 var ErrSequence = errors.New("dsv4: invalid sequence")
 
+// ErrEmptySequence reports a Decode of a sequence that holds no tokens (never
+// prefilled): a sequence's first tokens go through Prefill. It wraps ErrSequence.
+var ErrEmptySequence = fmt.Errorf("%w: no tokens yet (Prefill the prompt before Decode)", ErrSequence)
+
 // ErrTokenID reports a token id outside [0, vocab_size).
 var ErrTokenID = errors.New("dsv4: token id out of range")
 

@@ -441,28 +441,14 @@ func TestStopReason(t *testing.T) {
 					t.Errorf("%s: finish %q stop_reason %#v matched_stop %#v; want %q %#v %#v", kind, finish, reason, matched, tc.finish, tc.reason, tc.matched)
 				}
 			}
-			var cr ChatRequest
-			if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0,`+tc.fields+`}`), &cr); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := e.Chat(context.Background(), &cr)
+			cr, pr := fakeRequests(t, ","+tc.fields, ","+tc.fields)
+			resp, err := e.Chat(context.Background(), cr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := resp.Choices[0]
 			check("chat", c.FinishReason, c.StopReason, c.MatchedStop)
-			var pr CompletionRequest
-			if err := json.Unmarshal([]byte(`{"prompt":"q<A>","temperature":0,`+tc.fields+`}`), &pr); err != nil {
-				t.Fatal(err)
-			}
-			for kind, stream := range map[string]func() (iter.Seq2[*ChatChunk, error], error){
-				"chat stream":       func() (iter.Seq2[*ChatChunk, error], error) { return e.ChatStream(context.Background(), &cr) },
-				"completion stream": func() (iter.Seq2[*ChatChunk, error], error) { return e.CompleteStream(context.Background(), &pr) },
-			} {
-				s, err := stream()
-				if err != nil {
-					t.Fatal(err)
-				}
+			for kind, s := range bothStreams(t, e, cr, pr) {
 				finish, finals := "", 0
 				var reason, matched any
 				for ch, err := range s {
@@ -494,22 +480,9 @@ func TestStopReason(t *testing.T) {
 func TestRunningUsage(t *testing.T) {
 	e := newFakeEngine(&fakeBackend{script: scriptText("abcd")}, EngineOptions{})
 	defer closeEngine(t, e)
-	var cr ChatRequest
-	if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0,"n":2,"stream":true}`), &cr); err != nil {
-		t.Fatal(err)
-	}
-	var pr CompletionRequest
-	if err := json.Unmarshal([]byte(`{"prompt":["q<A>","qq<A>"],"temperature":0,"max_tokens":3,"stream":true}`), &pr); err != nil {
-		t.Fatal(err)
-	}
-	for kind, start := range map[string]func() (iter.Seq2[*ChatChunk, error], error){
-		"chat":       func() (iter.Seq2[*ChatChunk, error], error) { return e.ChatStream(context.Background(), &cr) },
-		"completion": func() (iter.Seq2[*ChatChunk, error], error) { return e.CompleteStream(context.Background(), &pr) },
-	} {
-		stream, err := start()
-		if err != nil {
-			t.Fatal(err)
-		}
+	cr, pr := fakeRequests(t, `,"n":2,"stream":true`, `,"max_tokens":3,"stream":true`)
+	pr.Prompt = Prompt{Texts: []string{"q<A>", "qq<A>"}}
+	for kind, stream := range bothStreams(t, e, cr, pr) {
 		last := map[int]Usage{}
 		var final *Usage
 		for ch, err := range stream {
@@ -541,7 +514,7 @@ func TestRunningUsage(t *testing.T) {
 		if sum := last[0].CompletionTokens + last[1].CompletionTokens; sum != final.CompletionTokens || sum == 0 {
 			t.Errorf("%s: choices' completion tokens add up to %d, usage %d", kind, sum, final.CompletionTokens)
 		}
-		if kind == "completion" && last[0].PromptTokens == last[1].PromptTokens {
+		if kind == "completion stream" && last[0].PromptTokens == last[1].PromptTokens {
 			t.Errorf("completion: both prompts %d tokens, want their own lengths", last[0].PromptTokens)
 		}
 	}
@@ -591,28 +564,42 @@ func TestMinTokensStopStrings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newFakeEngine(&fakeBackend{script: scriptText(tc.script)}, EngineOptions{})
 			defer closeEngine(t, e)
-			var cr ChatRequest
-			if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0,"max_tokens":32,`+tc.fields+`}`), &cr); err != nil {
-				t.Fatal(err)
-			}
-			stream, err := e.ChatStream(context.Background(), &cr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if text, _, matched := streamText(t, stream); text != tc.text || matched != tc.matched {
-				t.Errorf("chat: %q %v, want %q %v", text, matched, tc.text, tc.matched)
-			}
-			var pr CompletionRequest
-			if err := json.Unmarshal([]byte(`{"prompt":"q<A>","temperature":0,"max_tokens":32,`+tc.fields+`}`), &pr); err != nil {
-				t.Fatal(err)
-			}
-			cs, err := e.CompleteStream(context.Background(), &pr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if text, _, matched := streamText(t, cs); text != tc.text || matched != tc.matched {
-				t.Errorf("completion: %q %v, want %q %v", text, matched, tc.text, tc.matched)
+			cr, pr := fakeRequests(t, `,"max_tokens":32,`+tc.fields, `,"max_tokens":32,`+tc.fields)
+			for kind, stream := range bothStreams(t, e, cr, pr) {
+				if text, _, matched := streamText(t, stream); text != tc.text || matched != tc.matched {
+					t.Errorf("%s: %q %v, want %q %v", kind, text, matched, tc.text, tc.matched)
+				}
 			}
 		})
 	}
+}
+
+// fakeRequests decodes a chat request (one user message "q") and a
+// completion request (prompt "q<A>", where the fake script starts), each
+// with the JSON fields given (after a leading comma).
+func fakeRequests(t *testing.T, chatFields, completionFields string) (*ChatRequest, *CompletionRequest) {
+	t.Helper()
+	var cr ChatRequest
+	if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"temperature":0`+chatFields+`}`), &cr); err != nil {
+		t.Fatal(err)
+	}
+	var pr CompletionRequest
+	if err := json.Unmarshal([]byte(`{"prompt":"q<A>","temperature":0`+completionFields+`}`), &pr); err != nil {
+		t.Fatal(err)
+	}
+	return &cr, &pr
+}
+
+// bothStreams starts cr's chat stream and pr's completion stream, by kind.
+func bothStreams(t *testing.T, e *Engine, cr *ChatRequest, pr *CompletionRequest) map[string]iter.Seq2[*ChatChunk, error] {
+	t.Helper()
+	cs, err := e.ChatStream(context.Background(), cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := e.CompleteStream(context.Background(), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]iter.Seq2[*ChatChunk, error]{"chat stream": cs, "completion stream": ps}
 }

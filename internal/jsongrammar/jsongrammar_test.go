@@ -81,11 +81,7 @@ func TestSchemas(t *testing.T) {
 		fmt.Fprintf(&diamond, `"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, i+1, i+1)
 	}
 	diamond.WriteString(`"d30":{"type":"integer"}}}`)
-	cases := []struct {
-		schema string
-		yes    []string
-		no     []string // rejected or incomplete
-	}{
+	cases := []schemaCase{
 		{`{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}`,
 			[]string{`{"name":"Bo","age":3}`, `{ "name" : "" , "age" : -12 }`},
 			[]string{`{"age":3,"name":"Bo"}`, `{"name":"Bo"}`, `{"name":"Bo","age":3.5}`, `{"name":"Bo","age":3,"x":1}`, `{}`, `{"nam":"Bo","age":3}`}},
@@ -133,23 +129,7 @@ func TestSchemas(t *testing.T) {
 		{`{"type":"object","properties":{"q\"k":{"type":"string"}},"required":["q\"k"]}`,
 			[]string{`{"q\"k":""}`}, []string{`{"qk":""}`}},
 	}
-	for _, c := range cases {
-		g, err := Compile([]byte(c.schema))
-		if err != nil {
-			t.Errorf("%s: %v", c.schema, err)
-			continue
-		}
-		for _, y := range c.yes {
-			if fed, end := accepts(g, y); !fed || !end {
-				t.Errorf("%s: %q: fed %v complete %v, want accepted", c.schema, y, fed, end)
-			}
-		}
-		for _, n := range c.no {
-			if _, end := accepts(g, n); end {
-				t.Errorf("%s: %q accepted", c.schema, n)
-			}
-		}
-	}
+	runSchemaCases(t, cases)
 }
 
 func TestCompileErrors(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,6 +116,10 @@ type node struct {
 	alts  []int32
 	first *[256]int32 // leaf alternative by first byte, -1 none
 	ref   string
+	// need is the fewest levels of objects and arrays a value of the node
+	// nests (0 for a scalar; more than MaxNesting: no value fits), so that
+	// the automaton never opens a value it could not close.
+	need int32
 }
 
 // Grammar is a compiled schema. It is immutable and safe for concurrent
@@ -291,7 +296,9 @@ type compiler struct {
 // Annotations (title, description, default, examples, $schema, $id,
 // $comment, deprecated, readOnly, writeOnly) are ignored. Any other
 // keyword gives an *Error naming it, as does a schema over MaxSchemaBytes,
-// MaxSchemaDepth or MaxNodes.
+// MaxSchemaDepth or MaxNodes, and one none of whose values nests within
+// MaxNesting. Integer bounds are exact (not rounded through float64); a
+// \u escape pair of surrogates counts as one character.
 func Compile(schema []byte) (*Grammar, error) {
 	if len(schema) > MaxSchemaBytes {
 		return nil, &Error{Msg: fmt.Sprintf("%d bytes, more than %d", len(schema), MaxSchemaBytes)}
@@ -320,6 +327,9 @@ func Compile(schema []byte) (*Grammar, error) {
 	}
 	if err := c.g.finish(); err != nil {
 		return nil, err
+	}
+	if c.g.nodes[root].need > MaxNesting {
+		return nil, &Error{Msg: fmt.Sprintf("no value of the schema nests within %d levels of objects and arrays (a recursion without a base case?)", MaxNesting)}
 	}
 	return c.g, nil
 }
@@ -423,7 +433,9 @@ func (c *compiler) compile(v *value, path string) (int32, error) {
 				if x.kind != 's' {
 					return 0, &Error{Keyword: "type", Path: path, Msg: "must be a string or an array of strings"}
 				}
-				types = append(types, x.str)
+				if !slices.Contains(types, x.str) { // ["string","string"] is "string"
+					types = append(types, x.str)
+				}
 			}
 		default:
 			return 0, &Error{Keyword: "type", Path: path, Msg: "must be a string or an array of strings"}
@@ -469,6 +481,55 @@ func intKeyword(v *value, k, path string) (int32, bool, error) {
 	return int32(n), true, nil
 }
 
+// intBound returns the integer bound that range keyword k with number x
+// gives, exactly: minimum ceil(x), exclusiveMinimum floor(x)+1, maximum
+// floor(x), exclusiveMaximum ceil(x)-1; a magnitude over 2^64 is returned
+// as ±2^65, one under 2^-64 as its sign's floor or ceiling. ok false: x is
+// not a number (or its exponent is out of range).
+func intBound(x *value, k string) (b *big.Int, ok bool) {
+	if x.kind != 'n' {
+		return nil, false
+	}
+	f, _, err := big.ParseFloat(x.str, 10, 64, big.ToNearestEven)
+	if err != nil {
+		return nil, false
+	}
+	floor, frac := new(big.Int), false // floor(x), x not an integer
+	switch e := f.MantExp(nil); {
+	case f.Sign() == 0:
+	case e > 64:
+		floor.Lsh(big.NewInt(int64(f.Sign())), 65)
+	case e < -64:
+		frac = true
+		if f.Sign() < 0 {
+			floor.SetInt64(-1)
+		}
+	default:
+		// |x| within [2^-64, 2^64]: the written exponent is at most about
+		// the schema's length, so the exact rational is cheap.
+		r, ok := new(big.Rat).SetString(x.str)
+		if !ok {
+			return nil, false
+		}
+		var m big.Int
+		floor.DivMod(r.Num(), r.Denom(), &m) // Euclidean: the floor, as Denom > 0
+		frac = m.Sign() != 0
+	}
+	switch k {
+	case "minimum":
+		if frac {
+			floor.Add(floor, big.NewInt(1))
+		}
+	case "exclusiveMinimum":
+		floor.Add(floor, big.NewInt(1))
+	case "exclusiveMaximum":
+		if !frac {
+			floor.Sub(floor, big.NewInt(1))
+		}
+	}
+	return floor, true
+}
+
 // bounds reads a pair of length keywords: lo (0 when absent) and hi (-1
 // when absent), hi >= lo.
 func bounds(v *value, minKw, maxKw, path string) (lo, hi int32, err error) {
@@ -496,30 +557,31 @@ func intRange(v *value, path string) (bounded bool, lo, hi int64, err error) {
 		if x == nil {
 			continue
 		}
-		f, perr := strconv.ParseFloat(x.str, 64)
-		if x.kind != 'n' || perr != nil {
+		b, ok := intBound(x, k)
+		if !ok {
 			return false, 0, 0, &Error{Keyword: k, Path: path, Msg: "must be a number"}
 		}
 		bounded = true
-		var b float64
-		switch k {
-		case "minimum":
-			b = math.Ceil(f)
-		case "exclusiveMinimum":
-			b = math.Floor(f) + 1
-		case "maximum":
-			b = math.Floor(f)
-		default:
-			b = math.Ceil(f) - 1
-		}
-		ib := int64(math.MaxInt64) // beyond ±9.2e18 the bound is the int64 range's
+		// The output's integers are int64: a lower bound below or an upper
+		// one above that range leaves the range's, one beyond it on the
+		// other side excludes every integer.
+		lower := k == "minimum" || k == "exclusiveMinimum"
+		var ib int64
 		switch {
-		case b <= -9.2e18:
+		case b.Cmp(big.NewInt(math.MaxInt64)) > 0:
+			if lower {
+				return false, 0, 0, &Error{Keyword: k, Path: path, Msg: "no integer within the bounds fits in 64 bits"}
+			}
+			ib = math.MaxInt64
+		case b.Cmp(big.NewInt(-math.MaxInt64)) < 0:
+			if !lower {
+				return false, 0, 0, &Error{Keyword: k, Path: path, Msg: "no integer within the bounds fits in 64 bits"}
+			}
 			ib = -math.MaxInt64
-		case b < 9.2e18:
-			ib = int64(b)
+		default:
+			ib = b.Int64()
 		}
-		if k == "minimum" || k == "exclusiveMinimum" {
+		if lower {
 			lo = max(lo, ib)
 		} else {
 			hi = min(hi, ib)
@@ -696,7 +758,48 @@ func (g *Grammar) finish() error {
 			}
 		}
 	}
+	g.needs()
 	return nil
+}
+
+// needs computes every node's need: the least fixpoint of object = 1 +
+// the largest need of its required properties, array = 1 + (the items'
+// need when minItems > 0), anyOf = the least need of its alternatives,
+// scalars 0; values over MaxNesting are kept at MaxNesting+1.
+func (g *Grammar) needs() {
+	const none = MaxNesting + 1
+	for i := range g.nodes {
+		g.nodes[i].need = none
+	}
+	for changed := true; changed; {
+		changed = false
+		for i := range g.nodes {
+			n := &g.nodes[i]
+			var v int32
+			switch n.kind {
+			case kObject:
+				v = 1
+				for _, p := range n.props {
+					if p.req {
+						v = max(v, 1+g.nodes[p.node].need)
+					}
+				}
+			case kArray:
+				v = 1
+				if n.minItems > 0 {
+					v = 1 + g.nodes[n.items].need
+				}
+			case kAnyOf:
+				v = none
+				for _, a := range n.alts {
+					v = min(v, g.nodes[a].need)
+				}
+			}
+			if v = min(v, none); v < n.need {
+				n.need, changed = v, true
+			}
+		}
+	}
 }
 
 // firstOf computes the first-byte table of anyOf node i from its

@@ -69,7 +69,7 @@ type frame struct {
 	kind, phase uint8
 	ws          uint8 // whitespace bytes in the current run
 	u           uint8 // string: hex digits or UTF-8 continuation bytes left
-	lo, hi      uint8 // string: range of the next UTF-8 continuation byte
+	lo, hi      uint8 // string: range of the next UTF-8 continuation byte; in a \u escape and after it, see str
 	node        int32
 	n           int32 // array items, string code points, number digits, literal/key bytes matched
 	a, b        int32 // object: last property emitted, key candidate; literal: candidate range
@@ -235,6 +235,28 @@ func white(f *frame, c byte) result {
 	return reject
 }
 
+// fits reports whether a value of node ni, started on top of the current
+// frames, can be completed within MaxNesting levels of objects and arrays.
+func (s *State) fits(ni int32) bool {
+	return int32(len(s.frames))-1+s.g.nodes[ni].need <= MaxNesting
+}
+
+// keyFrom reports whether object node n (its frame on top) can take a
+// declared property at index from or later: one up to the next required
+// property whose value fits.
+func (s *State) keyFrom(n *node, from int32) bool {
+	hi := int32(len(n.props) - 1)
+	if r := n.nextReq[from]; r >= 0 {
+		hi = r
+	}
+	for j := from; j <= hi; j++ {
+		if s.fits(n.props[j].node) {
+			return true
+		}
+	}
+	return false
+}
+
 // startValue pushes the frame of a value of node ni that starts with c.
 func (s *State) startValue(ni int32, c byte) result {
 	n := &s.g.nodes[ni]
@@ -251,7 +273,7 @@ func (s *State) startValue(ni int32, c byte) result {
 		if n.kind == kArray {
 			want, k = '[', fArray
 		}
-		if c != want || len(s.frames) > MaxNesting {
+		if c != want || !s.fits(ni) {
 			return reject
 		}
 		f := frame{kind: k, node: ni}
@@ -327,7 +349,7 @@ func (s *State) object(c byte) result {
 		cand := n.props[f.b].name[:f.n]
 		for j := f.b; j <= hi; j++ {
 			nm := n.props[j].name
-			if len(nm) > int(f.n) && nm[f.n] == c && bytes.HasPrefix(nm, cand) {
+			if len(nm) > int(f.n) && nm[f.n] == c && bytes.HasPrefix(nm, cand) && s.fits(n.props[j].node) {
 				f.b = j
 				f.n++
 				if int(f.n) == len(nm) {
@@ -360,7 +382,7 @@ func (s *State) object(c byte) result {
 	case oAfterValue:
 		switch c {
 		case ',':
-			if free || f.a+1 < int32(len(n.props)) {
+			if free || (f.a+1 < int32(len(n.props)) && s.keyFrom(n, f.a+1)) {
 				f.ws, f.phase = 0, oBeforeKey
 				return accept
 			}
@@ -379,11 +401,14 @@ func (s *State) object(c byte) result {
 // startKey begins a key after its opening quote.
 func (s *State) startKey(f *frame, n *node) result {
 	if n.addl >= 0 {
+		if !s.fits(n.addl) {
+			return reject
+		}
 		f.phase = oKeyFree
 		s.frames = append(s.frames, frame{kind: fString, node: nAnyString})
 		return accept
 	}
-	if int(f.a+1) >= len(n.props) {
+	if int(f.a+1) >= len(n.props) || !s.keyFrom(n, f.a+1) {
 		return reject
 	}
 	f.phase, f.b, f.n = oKeyMatch, f.a+1, 0
@@ -486,6 +511,7 @@ func (s *State) str(c byte) result {
 		case c == '\\':
 			f.phase = sEsc
 		case c < 0x80:
+			f.hi = 0
 			char()
 		default:
 			need, lo, hi := utf8Lead(c)
@@ -499,7 +525,7 @@ func (s *State) str(c byte) result {
 	case sEsc:
 		switch c {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			f.phase = sBody
+			f.phase, f.hi = sBody, 0
 		case 'u':
 			f.phase, f.u = sHex, 4
 		default:
@@ -508,11 +534,38 @@ func (s *State) str(c byte) result {
 		char()
 		return accept
 	case sHex:
+		// f.lo classifies the escape by its first two digits (1: D, 2: a
+		// high surrogate D800-DBFF, 3: a low one DC00-DFFF); f.hi is 1
+		// right after a high surrogate's escape. A pair is one code point.
 		if !isHex(c) {
 			return reject
 		}
+		switch f.u {
+		case 4:
+			f.lo = 0
+			if c == 'd' || c == 'D' {
+				f.lo = 1
+			}
+		case 3:
+			switch {
+			case f.lo != 1:
+			case c >= '8' && c <= '9', c >= 'a' && c <= 'b', c >= 'A' && c <= 'B':
+				f.lo = 2
+			case c >= 'c' && c <= 'f', c >= 'C' && c <= 'F':
+				f.lo = 3
+			default:
+				f.lo = 0
+			}
+		}
 		if f.u--; f.u == 0 {
-			f.phase = sBody
+			if f.lo == 3 && f.hi == 1 && counted {
+				f.n-- // the second half of a surrogate pair
+			}
+			f.hi = 0
+			if f.lo == 2 {
+				f.hi = 1
+			}
+			f.phase, f.lo = sBody, 0
 		}
 		return accept
 	case sUTF8:
@@ -545,10 +598,10 @@ func feasible(n *node, neg bool, p int64, digits int32) bool {
 		if base > mhi {
 			return false
 		}
-		if base+span >= mlo {
+		if span >= mlo-base { // base+span >= mlo, without overflow
 			return true
 		}
-		if p == 0 || digits >= MaxIntDigits || base > (math.MaxInt64-9)/10 {
+		if p == 0 || digits >= MaxIntDigits || base > math.MaxInt64/10 {
 			return false
 		}
 		base, span, digits = base*10, span*10+9, digits+1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	mbits "math/bits"
+	"slices"
 	"sync"
 
 	"github.com/dsv4go/dsv4go/internal/jsongrammar"
@@ -75,7 +76,11 @@ const (
 // (pattern, format, allOf, prefixItems, minimum on a number...) is a *ParamError
 // (param response_format.json_schema.schema) naming it, as vLLM answers a
 // schema its backend does not support with a 400; so is a schema of more
-// than MaxSchemaBytes or nested deeper than MaxSchemaDepth.
+// than MaxSchemaBytes or nested deeper than MaxSchemaDepth, and one none
+// of whose values fits in 32 levels of output nesting (a recursion
+// without a base case). Where the output nests deeper, an optional
+// property or branch that could not be closed within 32 levels is not
+// offered.
 func JSONSchemaConstraint(schema []byte) (*OutputConstraint, error) {
 	return compileSchema(schema, "response_format.json_schema.schema")
 }
@@ -151,6 +156,7 @@ type constrained struct {
 	after  int32 // the token that activates the constraint (</think>), -1: active from the start
 	active bool
 	done   bool // a stop token ended the value, or a token was refused: no more masking
+	dead   bool // the last mask allowed no token and the value is incomplete
 	eos    []int32
 	key    []byte
 }
@@ -163,22 +169,29 @@ func newConstrained(c *OutputConstraint, v *constraintVocab, after int32, eos []
 func (c *constrained) masking() bool { return c != nil && c.active && !c.done }
 
 // mask writes logits with the disallowed tokens at -Inf into dst and
-// returns it, and whether only stop tokens are allowed (the value is
-// complete). stops are the sampler's stop ids (EOS unless ignored, and
-// stop_token_ids); when the value is complete and there are none, the
-// model's EOS ids are allowed.
+// returns it, and whether only stop tokens are allowed: the value is
+// complete and nothing can follow (a closed object, or a top-level scalar
+// no token can extend), or no token can continue it (a vocabulary without
+// the bytes it needs: the output then ends there, incomplete, rather than
+// on a token outside the grammar). stops are the sampler's stop ids (EOS
+// unless ignored, and stop_token_ids); when only stop tokens are allowed
+// and there are none, the model's EOS ids are.
 func (c *constrained) mask(logits, dst []float32, stops []int32) ([]float32, bool) {
 	bits, key := c.m.Allowed(c.st, c.key)
 	c.key = key
 	dst = dst[:len(logits)]
 	copy(dst, logits)
 	ninf := float32(math.Inf(-1))
+	none := true // no token of the vocabulary is allowed
 	for w := 0; w*64 < len(dst); w++ {
 		off := uint64(0) // the disallowed ids of this word
 		if w < len(bits) {
 			off = ^bits[w]
 		} else {
 			off = ^uint64(0)
+		}
+		if on := ^off; on != 0 && (w*64+64 <= len(dst) || on&(1<<(len(dst)-w*64)-1) != 0) {
+			none = false
 		}
 		if base := w * 64; off == ^uint64(0) && base+64 <= len(dst) {
 			run := dst[base : base+64]
@@ -196,8 +209,9 @@ func (c *constrained) mask(logits, dst []float32, stops []int32) ([]float32, boo
 			off &= off - 1
 		}
 	}
-	onlyStop := c.st.Done()
-	if c.st.Accepting() {
+	onlyStop := c.st.Done() || none
+	c.dead = none && !c.st.Accepting()
+	if c.st.Accepting() || none {
 		if len(stops) == 0 && onlyStop {
 			stops = c.eos
 		}
@@ -210,13 +224,16 @@ func (c *constrained) mask(logits, dst []float32, stops []int32) ([]float32, boo
 	return dst, onlyStop
 }
 
-// completed reports whether a stop token ended a complete value.
+// completed reports whether a stop token ended a complete value, or an
+// incomplete one that no token could continue.
 func (c *constrained) completed() bool {
-	return c != nil && c.done && c.st.Accepting()
+	return c != nil && c.done && (c.st.Accepting() || c.dead)
 }
 
 // observe advances the constraint past an output token (sampled or
-// forced); stop tells whether tok is one of the sampler's stop tokens.
+// forced); stop tells whether tok is one of the sampler's stop tokens. The
+// model's EOS ends the constraint even when ignored (ignore_eos): the
+// mask allows it only where the value may end.
 func (c *constrained) observe(tok int32, stop bool) {
 	if c == nil || c.done {
 		return
@@ -225,7 +242,7 @@ func (c *constrained) observe(tok int32, stop bool) {
 		c.active = tok == c.after
 		return
 	}
-	if stop || tok < 0 || int(tok) >= len(c.vocab.bytes) || !c.st.FeedBytes(c.vocab.bytes[tok]) {
+	if stop || slices.Contains(c.eos, tok) || tok < 0 || int(tok) >= len(c.vocab.bytes) || !c.st.FeedBytes(c.vocab.bytes[tok]) {
 		c.done = true
 	}
 }

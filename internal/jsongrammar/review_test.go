@@ -407,6 +407,14 @@ func TestReviewCases(t *testing.T) {
 		{`{"type":"integer","minimum":9223372036854775808}`, false},
 		{`{"type":"integer","maximum":-9223372036854775808}`, false},
 		{`{"type":"integer","minimum":1e99999999999}`, false},
+		{`{"type":"integer","exclusiveMinimum":3,"exclusiveMaximum":4}`, false},
+		{`{"type":"integer","exclusiveMinimum":3.5,"exclusiveMaximum":4}`, false},
+		{`{"type":"array","minItems":3,"maxItems":2}`, false},
+		{`{"type":"array","minItems":-1}`, false},
+		{`{"type":"object","properties":{"a":{}},"required":["a","b"]}`, false},
+		{`{"type":"object","properties":{"a":{},"a":{}}}`, false},
+		{`{"items":false}`, false},
+		{`{"enum":[` + strings.Repeat(`"x",`, 10000) + `"y"]}`, true},
 	} {
 		g, err := Compile([]byte(c.schema))
 		var e *Error

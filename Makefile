@@ -72,7 +72,7 @@ CUDA_GOENV    = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} -Wl,--defsym=dsv4cuda_lib_$
 # sources of the library directly, so .ci/cuda-build builds them too: stream_trace called an old
 # signature of dsv4c_qgemv_stream for a whole session before anyone noticed.
 CUDA_TOOLS = out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace out/cuda/large_parts out/cuda/large_trace out/cuda/xlat out/cuda/floor
-CUDA_TOOL_DEPS = $(wildcard $(CUDA_DIR)/csrc/*.cu $(CUDA_DIR)/csrc/*.cuh $(CUDA_DIR)/csrc/*.h) tools/cuda_check.h
+CUDA_TOOL_DEPS = $(wildcard $(CUDA_DIR)/csrc/*.cu $(CUDA_DIR)/csrc/*.cuh $(CUDA_DIR)/csrc/*.h) tools/cuda_check.h tools/cuda_large_bufs.h
 CUDA_TOOL_L    = $(if $(CUDA_LIBDIR),-L$(dir $(CUDA_LIBDIR)))
 cuda-tools: $(CUDA_TOOLS)
 

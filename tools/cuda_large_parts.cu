@@ -20,28 +20,16 @@
 #include <stdio.h>
 #include <vector>
 
-#include "cuda_check.h" // tools/cuda_check.h
+#include "cuda_check.h"      // tools/cuda_check.h
+#include "cuda_large_bufs.h" // tools/cuda_large_bufs.h
 
 static void parts(const char *name, int fmt, int N, int K, int M) {
-  const int npad = (N + 63) / 64 * 64;
-  const size_t wbytes = fmt == DSV4C_FMT_FP8B ? (size_t)npad * K : (size_t)npad * K / 2;
-  const size_t sbytes = fmt == DSV4C_FMT_NVFP4 ? (size_t)npad * K / 16
-                        : fmt == DSV4C_FMT_MXFP4 ? (size_t)npad * K / 32
-                                                 : (size_t)(npad / 128 + 1) * (K / 128);
-  const int copies = std::max(2, (int)((240u << 20) / (wbytes + sbytes)) + 1);
+  LargeBufs b(fmt, N, K, M);
+  const int npad = b.npad, copies = b.copies;
   const int R = 40;
-  std::vector<uint8_t *> w(copies), s(copies);
-  for (int c = 0; c < copies; c++) {
-    CK(cudaMalloc(&w[c], wbytes));
-    CK(cudaMalloc(&s[c], sbytes + 16));
-    CK(cudaMemset(w[c], 0x35, wbytes));
-    CK(cudaMemset(s[c], 0x30, sbytes + 16));
-  }
-  __nv_bfloat16 *x;
-  float *y;
-  CK(cudaMalloc(&x, (size_t)M * K * 2));
-  CK(cudaMemset(x, 0x3c, (size_t)M * K * 2));
-  CK(cudaMalloc(&y, (size_t)M * N * 4));
+  std::vector<uint8_t *> &w = b.w, &s = b.s;
+  __nv_bfloat16 *x = b.x;
+  float *y = b.y;
   const int tb = (M + 127) / 128;
   const long long total = (long long)tb * (K / 64) * 1024;
   uint4 *xp;
@@ -95,12 +83,6 @@ static void parts(const char *name, int fmt, int N, int K, int M) {
     CK(cudaGraphExecDestroy(ge));
   }
   fflush(stdout);
-  for (int c = 0; c < copies; c++) {
-    cudaFree(w[c]);
-    cudaFree(s[c]);
-  }
-  cudaFree(x);
-  cudaFree(y);
   cudaFree(xp);
   cudaStreamDestroy(st);
 }

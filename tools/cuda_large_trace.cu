@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <vector>
 
-#include "cuda_check.h" // tools/cuda_check.h
+#include "cuda_check.h"      // tools/cuda_check.h
+#include "cuda_large_bufs.h" // tools/cuda_large_bufs.h
 
 static double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -32,24 +33,11 @@ static double median(std::vector<double> v) {
 }
 
 static void trace(const char *name, int fmt, int N, int K, int M) {
-  const int npad = (N + 63) / 64 * 64;
-  const size_t wbytes = fmt == DSV4C_FMT_FP8B ? (size_t)npad * K : (size_t)npad * K / 2;
-  const size_t sbytes = fmt == DSV4C_FMT_NVFP4 ? (size_t)npad * K / 16
-                        : fmt == DSV4C_FMT_MXFP4 ? (size_t)npad * K / 32
-                                                 : (size_t)(npad / 128 + 1) * (K / 128);
-  const int copies = std::max(2, (int)((240u << 20) / (wbytes + sbytes)) + 1);
-  std::vector<uint8_t *> w(copies), s(copies);
-  for (int c = 0; c < copies; c++) {
-    CK(cudaMalloc(&w[c], wbytes));
-    CK(cudaMalloc(&s[c], sbytes + 16));
-    CK(cudaMemset(w[c], 0x35, wbytes));
-    CK(cudaMemset(s[c], 0x30, sbytes + 16));
-  }
-  __nv_bfloat16 *x;
-  float *y;
-  CK(cudaMalloc(&x, (size_t)M * K * 2));
-  CK(cudaMemset(x, 0x3c, (size_t)M * K * 2));
-  CK(cudaMalloc(&y, (size_t)M * N * 4));
+  LargeBufs b(fmt, N, K, M);
+  const int npad = b.npad, copies = b.copies;
+  std::vector<uint8_t *> &w = b.w, &s = b.s;
+  __nv_bfloat16 *x = b.x;
+  float *y = b.y;
   const unsigned cap = 4096;
   unsigned long long *rec;
   CK(cudaMalloc(&rec, (size_t)cap * LGT_WORDS * 8));
@@ -110,12 +98,6 @@ static void trace(const char *name, int fmt, int N, int K, int M) {
   for (int c = 0; c < nch; c++) printf(" %6.2f", median(lat[c]));
   printf("\n");
   fflush(stdout);
-  for (int c = 0; c < copies; c++) {
-    cudaFree(w[c]);
-    cudaFree(s[c]);
-  }
-  cudaFree(x);
-  cudaFree(y);
   cudaFree(rec);
   cudaStreamDestroy(st);
 }

@@ -252,6 +252,9 @@ func (r *ChatRequest) validate() error {
 	if _, err := r.constraint(); err != nil {
 		return err
 	}
+	if _, _, err := r.toolConstraint(); err != nil {
+		return err
+	}
 	mode, name := r.toolChoice()
 	switch mode {
 	case "required":
@@ -295,6 +298,13 @@ type chatRun struct {
 	completion bool      // /v1/completions: no role, no parsing
 	echo       []string  // completion echo: prompt text per prompt; chat echo: the last message's text
 	conAfter   int32     // with p.Constraint: the token that activates it (</think>), -1: from the start
+	// named is the function whose arguments the output is (tool_choice
+	// named, or required with one tool, enforced by toolConstraint): the
+	// content is turned into one tool call's arguments. "": none.
+	named string
+	// namedFinish: finish_reason "tool_calls" for a named output ended by
+	// a stop (vLLM: tool_choice required); "stop" stays for a named one.
+	namedFinish bool
 }
 
 func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
@@ -333,6 +343,16 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		run.tools = req.Tools
 		run.parseTools = true
 	}
+	tcon, tname, err := req.toolConstraint()
+	if err != nil {
+		return nil, err
+	}
+	if tcon != nil && e.constraintVocab() != nil && (!run.thinking || c.thinkEnd >= 0) {
+		// As vLLM: the output is the function's arguments, constrained to
+		// its parameters schema; no DSML is forced or parsed.
+		run.named, run.namedFinish = tname, mode == "required"
+		run.parseTools = false
+	}
 	text, err := c.render(req, run.thinking, run.tools)
 	if err != nil {
 		return nil, err
@@ -351,7 +371,7 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if (mode == "required" || mode == "function") && c.toolPrefix != nil {
+	if run.named == "" && (mode == "required" || mode == "function") && c.toolPrefix != nil {
 		pre := c.toolPrefix(name)
 		pids, err := c.tok.Encode(pre)
 		if err != nil {
@@ -373,8 +393,11 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		return nil, err
 	}
 	run.conAfter = -1
+	if run.named != "" {
+		con = tcon
+	}
 	switch {
-	case con == nil, mode == "required", mode == "function":
+	case con == nil, run.named == "" && (mode == "required" || mode == "function"):
 		// A forced tool call is the output then, as vLLM gives the tool's
 		// schema precedence over response_format.
 	case run.reasoning && c.thinkEnd < 0:
@@ -388,6 +411,43 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		}
 	}
 	return run, nil
+}
+
+// toolConstraint returns the output constraint that tool_choice imposes
+// and the function it names: for a named function, as vLLM's
+// ChatCompletionRequest._get_json_schema_from_tool, the function's
+// parameters schema; for "required" with exactly one tool, that tool's
+// (vLLM constrains "required" to an array of {name, parameters} objects,
+// whose alternatives our anyOf cannot tell apart with several tools: nil
+// then, and the DSML opening is forced instead). A function without
+// parameters gets any JSON object (vLLM leaves its output unconstrained;
+// arguments must be an object). A schema outside JSONSchemaConstraint's
+// subset is a *ParamError naming tools[i].function.parameters and the
+// keyword, as response_format's is.
+func (r *ChatRequest) toolConstraint() (*OutputConstraint, string, error) {
+	mode, name := r.toolChoice()
+	switch {
+	case mode == "function":
+	case mode == "required" && len(r.Tools) == 1:
+		name = r.Tools[0].Function.Name
+	default:
+		return nil, "", nil
+	}
+	for i, t := range r.Tools {
+		if t.Function.Name != name {
+			continue
+		}
+		ps := bytes.TrimSpace(t.Function.Parameters)
+		if len(ps) == 0 || bytes.Equal(ps, []byte("null")) {
+			return JSONObjectConstraint(), name, nil
+		}
+		con, err := compileSchema(ps, fmt.Sprintf("tools[%d].function.parameters", i))
+		if err != nil {
+			return nil, "", err
+		}
+		return con, name, nil
+	}
+	return nil, "", nil // an unknown name: validate reports it
 }
 
 // constraint returns the output constraint of response_format or
@@ -664,6 +724,9 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			return cnt
 		}
 		parser = c.newParser(run.reasoning, run.parseTools, run.tools)
+		if run.named != "" {
+			parser = &namedParser{p: parser, name: run.named}
+		}
 	}
 	dec := c.tok.NewDecoder()
 	stops := newStopMatcher(run.p.Stop, run.p.IncludeStopStrInOutput)
@@ -800,7 +863,9 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	if finish == "" { // the iterator ended without a finish: cancelled
 		return cnt
 	}
-	if finish == "stop" && sawCalls {
+	if finish == "stop" && sawCalls && (run.named == "" || run.namedFinish) {
+		// vLLM: "tool_calls" for auto and required, "stop" for a named
+		// tool_choice.
 		finish = "tool_calls"
 	}
 	send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
@@ -989,4 +1054,51 @@ func checkToolParameters(raw json.RawMessage) error {
 		return fmt.Errorf("must be a JSON object (a JSON Schema), got %s", jsonKind(t))
 	}
 	return nil
+}
+
+// namedParser turns the content of a constrained tool_choice output into
+// the arguments of one call of name, as vLLM streams a named tool_choice:
+// the first fragment carries the call's id, type and name with the first
+// arguments text, later ones only arguments; reasoning passes through.
+// vLLM gives the call the choice's index; here it is 0, the call's index
+// within its choice, as OpenAI's clients accumulate it.
+type namedParser struct {
+	p       outputParser
+	name    string
+	started bool
+}
+
+// Feed implements outputParser.
+func (n *namedParser) Feed(text string) []ChatDelta { return n.convert(n.p.Feed(text), false) }
+
+// Finish implements outputParser: a call is always returned, with empty
+// arguments when no content came (a max_tokens cut before any).
+func (n *namedParser) Finish() []ChatDelta { return n.convert(n.p.Finish(), true) }
+
+func (n *namedParser) convert(ds []ChatDelta, last bool) []ChatDelta {
+	out := ds[:0:0]
+	for _, d := range ds {
+		args := d.Content
+		d.Content = ""
+		for _, tc := range d.ToolCalls { // none: tool calls are not parsed
+			args += tc.Function.Arguments
+		}
+		d.ToolCalls = nil
+		if args != "" || (last && !n.started) {
+			tc := ToolCallDelta{Function: FunctionCallDelta{Arguments: args}}
+			if !n.started {
+				tc.Function.Name = n.name
+				n.started = true
+			}
+			d.ToolCalls = []ToolCallDelta{tc}
+		}
+		if !d.Empty() {
+			out = append(out, d)
+		}
+	}
+	if last && !n.started {
+		n.started = true
+		out = append(out, ChatDelta{ToolCalls: []ToolCallDelta{{Function: FunctionCallDelta{Name: n.name}}}})
+	}
+	return out
 }

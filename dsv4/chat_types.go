@@ -31,7 +31,15 @@ type ChatRequest struct {
 	Messages []Message `json:"messages"`
 
 	Tools []Tool `json:"tools,omitempty"`
-	// ToolChoice: nil means "auto" when Tools are given, else "none".
+	// ToolChoice: nil means "auto" when Tools are given, else "none". A
+	// named function (or "required" with exactly one tool) is served as
+	// vLLM serves it: the output is constrained to the function's
+	// parameters schema (any JSON object without parameters; after
+	// </think> in thinking mode) and returned as one call of it, with
+	// finish_reason "stop" when named ("tool_calls" for required). A
+	// schema outside JSONSchemaConstraint's subset is a *ParamError naming
+	// tools[i].function.parameters. "required" with several tools forces
+	// the model's tool-call opening instead.
 	ToolChoice        *ToolChoice `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool       `json:"parallel_tool_calls,omitempty"`
 
@@ -51,7 +59,8 @@ type ChatRequest struct {
 	// the prompt (DeepSeek's encoder writes the schema into the system
 	// message) and enforced by constrained decoding (OutputConstraint;
 	// after </think> in thinking mode). Not enforced when tool_choice is
-	// required or names a function: the forced tool call is the output, as
+	// required or names a function: the forced tool call is the output
+	// (constrained to the function's schema where ToolChoice says so), as
 	// vLLM gives the tool's schema precedence.
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 

@@ -72,21 +72,7 @@ func TestOpenAIGoStructuredOutputs(t *testing.T) {
 				MaxTokens:      openai.Int(48),
 				N:              openai.Int(2),
 			}
-			resp, err := c.Chat.Completions.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stream := c.Chat.Completions.NewStreaming(ctx, params)
-			var acc openai.ChatCompletionAccumulator
-			for stream.Next() {
-				acc.AddChunk(stream.Current())
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if len(resp.Choices) != 2 || len(acc.Choices) != 2 {
-				t.Fatalf("%d and %d choices", len(resp.Choices), len(acc.Choices))
-			}
+			resp, acc := newAndStreamed(t, c, params, 2)
 			for i, ch := range resp.Choices {
 				check(ch.Message.Content, string(ch.FinishReason))
 				if s := acc.Choices[i].Message.Content; s != ch.Message.Content {
@@ -107,4 +93,99 @@ func TestOpenAIGoStructuredOutputs(t *testing.T) {
 			t.Fatalf("got %v, want a 400 naming pattern", err)
 		}
 	})
+}
+
+// TestOpenAIGoNamedToolChoice sends a tool_choice naming get_weather
+// through openai-go (v3) to the server on the embedded model, sampled with
+// n = 2, streamed and not: every choice is exactly one call of get_weather
+// whose arguments follow its parameters schema (a complete JSON object
+// with finish_reason "stop", as vLLM answers a named tool_choice; a valid
+// prefix with "length"), with null content, and the stream accumulates to
+// the same calls; parameters outside the schema subset are a 400 naming
+// the keyword.
+func TestOpenAIGoNamedToolChoice(t *testing.T) {
+	ts := startTinyServer(t)
+	c := openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey("x"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	// Properties in alphabetical order: openai-go marshals the map sorted.
+	schemaText := `{"type":"object","properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city"]}`
+	var schema map[string]any
+	if err := json.Unmarshal([]byte(schemaText), &schema); err != nil {
+		t.Fatal(err)
+	}
+	g, err := jsongrammar.Compile([]byte(schemaText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := func(params map[string]any) openai.ChatCompletionToolUnionParam {
+		return openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather", Parameters: params})
+	}
+	params := openai.ChatCompletionNewParams{
+		Model:       "dsv4-tiny",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
+		Tools:       []openai.ChatCompletionToolUnionParam{tool(schema)},
+		ToolChoice:  openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"}),
+		Temperature: openai.Float(0.8),
+		Seed:        openai.Int(11),
+		MaxTokens:   openai.Int(200),
+		N:           openai.Int(2),
+	}
+	resp, acc := newAndStreamed(t, c, params, 2)
+	for i, ch := range resp.Choices {
+		m := ch.Message
+		if m.Content != "" || len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "get_weather" || m.ToolCalls[0].ID == "" {
+			t.Fatalf("choice %d: %+v", i, m)
+		}
+		args := m.ToolCalls[0].Function.Arguments
+		st := g.Start()
+		if !st.FeedBytes([]byte(args)) {
+			t.Fatalf("choice %d: arguments %q do not follow the schema", i, args)
+		}
+		switch ch.FinishReason {
+		case "stop":
+			var v map[string]any
+			if !st.Accepting() || json.Unmarshal([]byte(args), &v) != nil {
+				t.Fatalf("choice %d: arguments %q are not a complete object", i, args)
+			}
+		case "length":
+		default:
+			t.Fatalf("choice %d: finish_reason %q", i, ch.FinishReason)
+		}
+		sc := acc.Choices[i]
+		if len(sc.Message.ToolCalls) != 1 || sc.Message.ToolCalls[0].Function.Arguments != args || sc.FinishReason != ch.FinishReason {
+			t.Errorf("choice %d: streamed %+v, not streamed %+v", i, sc, ch)
+		}
+	}
+	t.Run("unsupported keyword", func(t *testing.T) {
+		p := params
+		p.Tools = []openai.ChatCompletionToolUnionParam{tool(map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "format": "city"}}})}
+		_, err := c.Chat.Completions.New(ctx, p)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Message, `"format"`) {
+			t.Fatalf("got %v, want a 400 naming format", err)
+		}
+	})
+}
+
+// newAndStreamed sends params through c twice, not streamed and streamed,
+// and returns the response and the accumulated stream, both of n choices.
+func newAndStreamed(t *testing.T, c openai.Client, params openai.ChatCompletionNewParams, n int) (*openai.ChatCompletion, *openai.ChatCompletionAccumulator) {
+	t.Helper()
+	ctx := context.Background()
+	resp, err := c.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := c.Chat.Completions.NewStreaming(ctx, params)
+	acc := &openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Choices) != n || len(acc.Choices) != n {
+		t.Fatalf("%d and %d choices, want %d", len(resp.Choices), len(acc.Choices), n)
+	}
+	return resp, acc
 }

@@ -133,12 +133,19 @@ def mock_checks(c, model):
     r = c.chat.completions.create(model=model, messages=msgs2, tools=[WEATHER_TOOL], temperature=0)
     check("tool results answer", (r.choices[0].message.content or "").startswith("The weather is sunny, 24 C"), r.choices[0].message)
 
-    # tool_choice required / named / none
-    for choice in ["required", {"type": "function", "function": {"name": "get_weather"}}]:
+    # tool_choice required (one tool) / named: as vLLM, the output is
+    # get_weather's arguments, constrained to its parameters schema (the
+    # mock's text does not follow it: what the mask leaves), one call of it,
+    # finish_reason "tool_calls" for required and "stop" for named
+    # ("length" on a max_tokens cut)
+    for choice, finish in [("required", "tool_calls"), ({"type": "function", "function": {"name": "get_weather"}}, "stop")]:
         r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "weather in Oslo"}],
-                                      tools=[WEATHER_TOOL], tool_choice=choice, temperature=0)
-        tcs = r.choices[0].message.tool_calls or []
-        check(f"tool_choice {json.dumps(choice)}", len(tcs) == 1 and "Oslo" in tcs[0].function.arguments, r.choices[0].message)
+                                      tools=[WEATHER_TOOL], tool_choice=choice, temperature=0, max_tokens=64)
+        m = r.choices[0].message
+        tcs = m.tool_calls or []
+        check(f"tool_choice {json.dumps(choice)}",
+              len(tcs) == 1 and tcs[0].function.name == "get_weather" and tcs[0].function.arguments.startswith("{")
+              and not m.content and r.choices[0].finish_reason in (finish, "length"), r.choices[0])
     r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "weather in Oslo"}],
                                   tools=[WEATHER_TOOL], tool_choice="none", temperature=0)
     check("tool_choice none", not r.choices[0].message.tool_calls and r.choices[0].message.content == "You said: weather in Oslo", r.choices[0].message)

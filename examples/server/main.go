@@ -15,7 +15,9 @@
 // else 404 model_not_found), GET /health, GET /metrics (Prometheus: TTFT,
 // inter-token latency and end-to-end histograms, running and waiting
 // requests, token counters, KV state memory, prefix-cache queries and hits
-// in tokens), and vLLM's utility endpoints:
+// in tokens, as dsv4_* series; and vLLM V1's series under vLLM's names,
+// types, labels and buckets, for dashboards and alerts written against
+// vLLM: see "vLLM metrics" below), and vLLM's utility endpoints:
 //
 //   - POST /tokenize: {"prompt": text, "add_special_tokens"?} or the chat
 //     form {"messages", "tools"?, "tool_choice"?, "chat_template_kwargs"?,
@@ -62,6 +64,28 @@
 // codes; unknown request fields are ignored. SIGINT/SIGTERM drains: /health
 // turns 503, new requests are refused, running ones finish (up to
 // --drain-timeout), then the engine stops.
+//
+// vLLM metrics (vllm/v1/metrics/loggers.py, package
+// internal/vllmmetrics), each with the labels model_name (the served name)
+// and engine="0": vllm:num_requests_running and vllm:num_requests_waiting
+// (engine sequences, one per choice, as vLLM's engine requests);
+// vllm:kv_cache_usage_perc (the share of --max-state-bytes reserved by
+// admitted requests, their worst case prompt + max_tokens; absent without a
+// budget); vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total
+// (tokens, the same counts as dsv4_prefix_cache_*); vllm:prompt_tokens_total
+// (each choice's prompt at its first token), vllm:generation_tokens_total
+// (as tokens are streamed); vllm:request_success_total{finished_reason}
+// (stop, length, abort, error, repetition, all created at 0; tool_calls
+// counts as stop, as vLLM's engine reports it; a client gone mid-request is
+// abort, an engine failure error); and the histograms
+// vllm:time_to_first_token_seconds, vllm:inter_token_latency_seconds (one
+// interval per chunk that carries new tokens),
+// vllm:e2e_request_latency_seconds,
+// vllm:request_time_per_output_token_seconds, vllm:request_prompt_tokens and
+// vllm:request_generation_tokens (once per finished choice). vLLM's queue / prefill / decode phase histograms,
+// iteration tokens and preemptions are not exported. The dsv4_* series
+// count per HTTP request instead (a request with n = 2 is one TTFT there,
+// two here).
 //
 // Dependencies: github.com/prometheus/client_golang for /metrics (the
 // standard Prometheus client; its text format and histogram semantics are

@@ -1,20 +1,26 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/vllmmetrics"
 )
 
-// metrics are the Prometheus series of the server, named after vLLM's and
-// SGLang's (prefix dsv4_ instead of vllm: / sglang:).
+// metrics are the Prometheus series of the server: the dsv4_* ones, named
+// after vLLM's and SGLang's (prefix dsv4_ instead of vllm: / sglang:) and
+// counted per HTTP request, and vLLM's own vllm:* series with vLLM's
+// semantics (package vllmmetrics: per choice, vLLM's buckets and labels),
+// for dashboards written against vLLM.
 type metrics struct {
 	ttft, itl, e2e          prometheus.Histogram
 	promptTokens, genTokens prometheus.Counter
 	success                 *prometheus.CounterVec
 	errors                  *prometheus.CounterVec
+	vllm                    *vllmmetrics.Requests
 }
 
 // latency buckets in seconds, as vLLM's TTFT/ITL families
@@ -43,41 +49,72 @@ func newMetrics(reg *prometheus.Registry, eng *dsv4.Engine, model string) *metri
 			Help: "Rejected or failed requests by endpoint and cause.", ConstLabels: labels}, []string{"endpoint", "cause"}),
 	}
 	reg.MustRegister(m.ttft, m.itl, m.e2e, m.promptTokens, m.genTokens, m.success, m.errors)
+	vreq, err := vllmmetrics.NewRequests(reg, model, eng.MaxContext())
+	if err != nil {
+		panic(err) // a fresh registry: only a programming error gets here
+	}
+	m.vllm = vreq
+	vl := vllmmetrics.Labels(model)
 	// Series read from the engine's counters at each scrape.
 	type engineSeries struct {
 		counter    bool // a counter, else a gauge
 		name, help string
 		value      func(dsv4.EngineStats) float64
+		vllm       bool // vLLM's name and labels
 	}
-	for _, es := range []engineSeries{
+	series := []engineSeries{
 		{false, "dsv4_num_requests_running", "Sequences admitted to the engine (prefilling or decoding).",
-			func(s dsv4.EngineStats) float64 { return float64(s.Running) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.Running) }, false},
 		{false, "dsv4_num_requests_waiting", "Sequences queued for admission.",
-			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }, false},
 		{false, "dsv4_live_sequences", "Sequences holding KV state.",
-			func(s dsv4.EngineStats) float64 { return float64(s.LiveSequences) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.LiveSequences) }, false},
 		{false, "dsv4_state_memory_bytes", "KV state memory reserved by running sequences.",
-			func(s dsv4.EngineStats) float64 { return float64(s.StateBytes) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBytes) }, false},
 		{false, "dsv4_state_memory_budget_bytes", "KV state memory budget (0: unlimited).",
-			func(s dsv4.EngineStats) float64 { return float64(s.StateBudget) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBudget) }, false},
 		{true, "dsv4_engine_decode_steps_total", "Batched decode steps run by the engine.",
-			func(s dsv4.EngineStats) float64 { return float64(s.DecodeSteps) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.DecodeSteps) }, false},
 		{true, "dsv4_prefix_cache_queries_total", "Prefix cache queries, in prompt tokens looked up (vLLM's prefix_cache_queries).",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }, false},
 		{true, "dsv4_prefix_cache_hits_total", "Prefix cache hits, in prompt tokens restored instead of prefilled (vLLM's prefix_cache_hits).",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }, false},
 		{false, "dsv4_prefix_cache_bytes", "Memory held by the prefix cache's saved states.",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBytes) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBytes) }, false},
 		{false, "dsv4_prefix_cache_budget_bytes", "Prefix cache budget (0: prefix caching off).",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBudget) }},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBudget) }, false},
 		{false, "dsv4_prefix_cache_entries", "Saved prefix states in the prefix cache.",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheEntries) }},
-	} {
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheEntries) }, false},
+		// vLLM's engine series (vllm/v1/metrics/loggers.py): requests
+		// are engine sequences (a choice each), as vLLM's engine requests.
+		{false, vllmmetrics.NumRequestsRunning, "Number of requests in model execution batches.",
+			func(s dsv4.EngineStats) float64 { return float64(s.Running) }, true},
+		{false, vllmmetrics.NumRequestsWaiting, "Number of requests waiting to be processed.",
+			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }, true},
+		{true, vllmmetrics.PrefixCacheQueries, "Prefix cache queries, in terms of number of queried tokens.",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }, true},
+		{true, vllmmetrics.PrefixCacheHits, "Prefix cache hits, in terms of number of cached tokens.",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }, true},
+	}
+	if eng.Stats().StateBudget > 0 {
+		// The share of the KV state budget (--max-state-bytes) reserved by
+		// admitted requests: what admission waits on, as vLLM's share of KV
+		// blocks in use. A request reserves its worst case (prompt +
+		// max_tokens) at admission where vLLM allocates blocks as it goes.
+		// Without a budget there is no share to report, and no series.
+		series = append(series, engineSeries{false, vllmmetrics.KVCacheUsagePerc, "KV-cache usage. 1 means 100 percent usage.",
+			func(s dsv4.EngineStats) float64 { return min(float64(s.StateBytes)/float64(s.StateBudget), 1) }, true})
+	}
+	for _, es := range series {
 		read := func() float64 { return es.value(eng.Stats()) }
+		cl := labels
+		if es.vllm {
+			cl = vl
+		}
 		if es.counter {
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: es.name, Help: es.help, ConstLabels: labels}, read))
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: es.name, Help: es.help, ConstLabels: cl}, read))
 		} else {
-			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: es.name, Help: es.help, ConstLabels: labels}, read))
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: es.name, Help: es.help, ConstLabels: cl}, read))
 		}
 	}
 	return m
@@ -91,15 +128,38 @@ type observer struct {
 	first  bool
 	closed bool
 	rec    *reqRecord // the request's log record (nil: none)
+	vllm   *vllmmetrics.Request
+	ctx    context.Context // the request's
 }
 
-func (m *metrics) observer(start time.Time) *observer {
-	return &observer{m: m, start: start}
+func (m *metrics) observer(ctx context.Context, start time.Time) *observer {
+	return &observer{m: m, start: start, vllm: m.vllm.Start(start), ctx: ctx}
+}
+
+// cut records, in vllm:request_success_total, the choices of a request that
+// ended before they finished: finished_reason "abort" when the client went
+// away (ctx, the request's, is done), else "error" (the engine failed).
+func (o *observer) cut(ctx context.Context) {
+	if ctx.Err() != nil {
+		o.vllm.End("abort")
+	} else {
+		o.vllm.End("error")
+	}
 }
 
 // chunk records a streamed chunk: TTFT at the first one with output, ITL
-// between later ones.
+// between later ones; the vllm:* series per choice, from the chunk's
+// running usage (tokens generated) and finish reason.
 func (o *observer) chunk(ch *dsv4.ChatChunk) {
+	if ch.Index >= 0 && (ch.RunningUsage != nil || ch.FinishReason != "") {
+		now := time.Now()
+		if u := ch.RunningUsage; u != nil {
+			o.vllm.Progress(ch.Index, u.PromptTokens, u.CompletionTokens, now)
+		}
+		if ch.FinishReason != "" {
+			o.vllm.Finish(ch.Index, ch.FinishReason, now)
+		}
+	}
 	d := &ch.Delta
 	if d.Content == "" && d.ReasoningContent == "" && len(d.ToolCalls) == 0 {
 		return
@@ -130,6 +190,12 @@ func (o *observer) doneReasons(u dsv4.Usage, reasons []string) {
 		return
 	}
 	o.closed = true
+	if o.ctx != nil && o.ctx.Err() != nil {
+		// The stream ended because the client went away (the engine stops
+		// a cancelled choice without an error): its unfinished choices
+		// were aborted.
+		o.vllm.End("abort")
+	}
 	if o.rec != nil {
 		o.rec.usage, o.rec.finishes = u, reasons
 	}
@@ -141,7 +207,11 @@ func (o *observer) doneReasons(u dsv4.Usage, reasons []string) {
 	}
 }
 
-func (o *observer) failed() {
+// failed records a stream that ended without its usage:
+// dsv4_request_errors_total{endpoint="stream",cause="aborted"}, and the
+// vllm:* end of its unfinished choices (cut).
+func (o *observer) failed(ctx context.Context) {
+	o.cut(ctx)
 	if !o.closed {
 		o.closed = true
 		o.m.errors.WithLabelValues("stream", "aborted").Inc()

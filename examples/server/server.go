@@ -220,12 +220,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	}
 	id, created := openaiwire.NewID("chatcmpl-"), time.Now().Unix()
 	rec.id = id
-	obs := s.m.observer(t0)
+	obs := s.m.observer(r.Context(), t0)
 	obs.rec = rec
 	if !req.Stream {
 		var acc dsv4.ChatAccumulator
 		for ch, err := range stream {
 			if err != nil {
+				obs.cut(r.Context())
 				s.writeEngineError(w, err)
 				return
 			}
@@ -308,7 +309,7 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, stream iter.Seq2[*d
 				}
 				write(map[string]openaiwire.Error{"error": e})
 			}
-			obs.failed()
+			obs.failed(r.Context())
 			return
 		}
 		obs.chunk(ch)
@@ -323,7 +324,8 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, stream iter.Seq2[*d
 			continue
 		}
 		if !write(v) {
-			obs.failed()
+			obs.vllm.End("abort") // the client is gone
+			obs.failed(r.Context())
 			return // the stream's iterator stops: the engine frees the state
 		}
 	}
@@ -376,7 +378,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	id, created := openaiwire.NewID("cmpl-"), time.Now().Unix()
 	rec.id = id
-	obs := s.m.observer(t0)
+	obs := s.m.observer(r.Context(), t0)
 	obs.rec = rec
 	// offsets[i] is where choice i's next token starts in its returned
 	// text: after the echoed prompt (the chunk CompleteStream sends first,
@@ -418,6 +420,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		var finishes []string
 		for ch, err := range stream {
 			if err != nil {
+				obs.cut(r.Context())
 				s.writeEngineError(w, err)
 				return
 			}

@@ -1,0 +1,263 @@
+// Package vllmmetrics exports the Prometheus series of vLLM's V1 engine
+// (vllm/v1/metrics/loggers.py, PrometheusStatLogger) under vLLM's own names,
+// types, labels and histogram buckets, so that dashboards and alerts written
+// for a vLLM server work against the example servers unchanged. The servers
+// keep their dsv4_* series beside these.
+//
+// Every series carries vLLM's two labels: model_name (the served model name)
+// and engine ("0": one engine per process, as a vLLM server without data
+// parallelism). Counter names end in _total as vLLM's appear on the wire
+// (prometheus_client adds the suffix there).
+//
+// Requests and Request record the request-level series from what a server
+// sees of each choice's output: vLLM counts and times each engine request,
+// and a request with n choices (or several prompts) is n engine requests
+// there, so each choice here is one engine request. The engine-level gauges
+// (running and waiting requests, KV cache usage, prefix cache counters) are
+// read from the engine by the server itself, under the names below.
+package vllmmetrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// vLLM's series names as they appear on /metrics.
+const (
+	NumRequestsRunning          = "vllm:num_requests_running"                  // gauge
+	NumRequestsWaiting          = "vllm:num_requests_waiting"                  // gauge
+	KVCacheUsagePerc            = "vllm:kv_cache_usage_perc"                   // gauge, 0..1
+	PrefixCacheQueries          = "vllm:prefix_cache_queries_total"            // counter, tokens
+	PrefixCacheHits             = "vllm:prefix_cache_hits_total"               // counter, tokens
+	PromptTokens                = "vllm:prompt_tokens_total"                   // counter
+	GenerationTokens            = "vllm:generation_tokens_total"               // counter
+	RequestSuccess              = "vllm:request_success_total"                 // counter{finished_reason}
+	TimeToFirstToken            = "vllm:time_to_first_token_seconds"           // histogram
+	InterTokenLatency           = "vllm:inter_token_latency_seconds"           // histogram
+	RequestTimePerOutputToken   = "vllm:request_time_per_output_token_seconds" // histogram
+	E2ERequestLatency           = "vllm:e2e_request_latency_seconds"           // histogram
+	RequestPromptTokensHist     = "vllm:request_prompt_tokens"                 // histogram
+	RequestGenerationTokensHist = "vllm:request_generation_tokens"             // histogram
+)
+
+// FinishReasons are the values of request_success_total's finished_reason
+// label, vLLM's FINISH_REASON_STRINGS (vllm/v1/engine/__init__.py); vLLM
+// creates all of them at start, so each series exists (at 0) before its
+// first request, and so does Requests.
+var FinishReasons = []string{"stop", "length", "abort", "error", "repetition"}
+
+// Histogram buckets, vLLM's (loggers.py).
+var (
+	// TTFTBuckets: time_to_first_token_seconds, 0.001 s to 2560 s.
+	TTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+		0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
+	// TokenLatencyBuckets: inter_token_latency_seconds and
+	// request_time_per_output_token_seconds, 0.01 s to 80 s.
+	TokenLatencyBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+		0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	// RequestLatencyBuckets: e2e_request_latency_seconds, 0.3 s to 7680 s.
+	RequestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30,
+		40, 50, 60, 120, 240, 480, 960, 1920, 7680}
+)
+
+// TokenBuckets returns vLLM's build_1_2_5_buckets(maxModelLen), the buckets
+// of the per-request token histograms: 1, 2, 5, 10, 20, 50, ... up to
+// maxModelLen. A maxModelLen below 1 gives [1].
+func TokenBuckets(maxModelLen int) []float64 {
+	out := []float64{1}
+	for exp := 1.0; ; exp *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * exp
+			if v == 1 {
+				continue
+			}
+			if v > float64(maxModelLen) {
+				return out
+			}
+			out = append(out, v)
+		}
+	}
+}
+
+// Labels returns the constant labels of every series: model_name and
+// engine "0".
+func Labels(model string) prometheus.Labels {
+	return prometheus.Labels{"model_name": model, "engine": "0"}
+}
+
+// FinishReason maps an OpenAI finish_reason to vLLM's engine-level one:
+// "tool_calls" is the API's name for a generation that stopped (vLLM's
+// engine reports "stop" for it); "stop", "length", "abort", "error" and
+// "repetition" stay; anything else ("content_filter", "") becomes "stop".
+func FinishReason(openai string) string {
+	switch openai {
+	case "length", "abort", "error", "repetition":
+		return openai
+	}
+	return "stop"
+}
+
+// Requests holds the request-level series. Its methods are safe for
+// concurrent use; a Request is not (one goroutine drives each).
+type Requests struct {
+	ttft, itl, tpot, e2e    prometheus.Histogram
+	promptHist, genHist     prometheus.Histogram
+	promptTokens, genTokens prometheus.Counter
+	success                 *prometheus.CounterVec
+}
+
+// NewRequests registers the request-level series on reg with model's
+// labels; maxModelLen (the served context, in tokens) sets the token
+// histograms' buckets (TokenBuckets). Errors: reg's, e.g. a series
+// registered twice.
+func NewRequests(reg prometheus.Registerer, model string, maxModelLen int) (*Requests, error) {
+	labels := Labels(model)
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
+	}
+	tok := TokenBuckets(maxModelLen)
+	q := &Requests{
+		ttft:       hist(TimeToFirstToken, "Histogram of time to first token in seconds.", TTFTBuckets),
+		itl:        hist(InterTokenLatency, "Histogram of inter-token latency in seconds.", TokenLatencyBuckets),
+		tpot:       hist(RequestTimePerOutputToken, "Histogram of time_per_output_token_seconds per request.", TokenLatencyBuckets),
+		e2e:        hist(E2ERequestLatency, "Histogram of e2e request latency in seconds.", RequestLatencyBuckets),
+		promptHist: hist(RequestPromptTokensHist, "Number of prefill tokens processed.", tok),
+		genHist:    hist(RequestGenerationTokensHist, "Number of generation tokens processed.", tok),
+		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: PromptTokens,
+			Help: "Number of prefill tokens processed.", ConstLabels: labels}),
+		genTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: GenerationTokens,
+			Help: "Number of generation tokens processed.", ConstLabels: labels}),
+		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: RequestSuccess,
+			Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"}),
+	}
+	for _, c := range []prometheus.Collector{q.ttft, q.itl, q.tpot, q.e2e, q.promptHist, q.genHist, q.promptTokens, q.genTokens, q.success} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range FinishReasons {
+		q.success.WithLabelValues(r)
+	}
+	return q, nil
+}
+
+// Start begins recording one request that arrived at arrival. A nil q
+// gives a Request that records nothing.
+func (q *Requests) Start(arrival time.Time) *Request {
+	return &Request{q: q, arrival: arrival}
+}
+
+// Request records one request's choices. Not safe for concurrent use.
+type Request struct {
+	q       *Requests
+	arrival time.Time
+	choices []*choiceState // by choice index
+	ended   bool
+}
+
+type choiceState struct {
+	prompt, tokens int // prompt tokens; tokens generated so far
+	first, last    time.Time
+	started, done  bool
+}
+
+// maxChoices bounds the choice indices a Request tracks (a server's n and
+// prompt counts are far below it); progress of a higher index is ignored.
+const maxChoices = 1 << 16
+
+func (r *Request) choice(i int) *choiceState {
+	if i < 0 || i >= maxChoices {
+		return nil
+	}
+	for len(r.choices) <= i {
+		r.choices = append(r.choices, nil)
+	}
+	if r.choices[i] == nil {
+		r.choices[i] = &choiceState{}
+	}
+	return r.choices[i]
+}
+
+// Progress records choice i's running usage at now: its prompt's tokens and
+// the tokens it has generated so far. Tokens beyond the last call's are
+// added to generation_tokens_total. The first call with tokens > 0 is the
+// choice's first token, as vLLM counts it: time_to_first_token_seconds
+// (from arrival) and the prompt's tokens in prompt_tokens_total; each later
+// call with new tokens observes one inter_token_latency_seconds, the time
+// since the previous one (tokens a server holds back, e.g. an incomplete
+// UTF-8 character, arrive together and count as one interval).
+func (r *Request) Progress(i, promptTokens, tokens int, now time.Time) {
+	if r == nil || r.q == nil || r.ended {
+		return
+	}
+	c := r.choice(i)
+	if c == nil || c.done || tokens <= c.tokens {
+		return
+	}
+	r.q.genTokens.Add(float64(tokens - c.tokens))
+	c.tokens = tokens
+	c.prompt = promptTokens
+	if !c.started {
+		c.started = true
+		c.first = now
+		r.q.ttft.Observe(now.Sub(r.arrival).Seconds())
+		r.q.promptTokens.Add(float64(max(promptTokens, 0)))
+	} else {
+		r.q.itl.Observe(now.Sub(c.last).Seconds())
+	}
+	c.last = now
+}
+
+// Finish records that choice i finished at now with the OpenAI finish
+// reason reason (mapped by FinishReason): request_success_total, and its
+// e2e latency, prompt and generation token counts and mean time per output
+// token (the time from its first token to its last over the tokens after
+// the first; 0 with one token or none, as vLLM). A choice finishes once.
+func (r *Request) Finish(i int, reason string, now time.Time) {
+	if r == nil || r.q == nil || r.ended {
+		return
+	}
+	c := r.choice(i)
+	if c == nil || c.done {
+		return
+	}
+	c.done = true
+	q := r.q
+	q.success.WithLabelValues(FinishReason(reason)).Inc()
+	q.e2e.Observe(now.Sub(r.arrival).Seconds())
+	q.promptHist.Observe(float64(c.prompt))
+	q.genHist.Observe(float64(c.tokens))
+	tpot := 0.0
+	if c.tokens > 1 {
+		tpot = c.last.Sub(c.first).Seconds() / float64(c.tokens-1)
+	}
+	q.tpot.Observe(tpot)
+}
+
+// End closes the request: each choice seen but not finished counts in
+// request_success_total under reason ("abort": the client went away;
+// "error": the engine failed), and so does the request itself when no
+// choice was seen at all. Nothing else is observed for them. Later calls
+// do nothing.
+func (r *Request) End(reason string) {
+	if r == nil || r.q == nil || r.ended {
+		return
+	}
+	r.ended = true
+	reason = FinishReason(reason)
+	seen := false
+	for _, c := range r.choices {
+		if c == nil {
+			continue
+		}
+		seen = true
+		if !c.done {
+			c.done = true
+			r.q.success.WithLabelValues(reason).Inc()
+		}
+	}
+	if !seen {
+		r.q.success.WithLabelValues(reason).Inc()
+	}
+}

@@ -51,6 +51,11 @@ type DecodeConfig struct {
 	Transport Transport
 	// FetchTimeout bounds the wait for a room's state (default 60 s).
 	FetchTimeout time.Duration
+	// MaxBodyBytes bounds a request body on /v1/chat/completions,
+	// /tokenize and /detokenize (examples/server's --max-body-bytes): a
+	// larger one gets 413 request_too_large. 0 means MaxBodyBytes
+	// (32 MiB); a negative value is an error.
+	MaxBodyBytes int64
 	// ContextLength is the served context in tokens (SGLang's
 	// --context-length): a prompt of ContextLength tokens or more, or with
 	// prompt + max_tokens above it, is refused with 400
@@ -133,6 +138,10 @@ func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 	if cfg.Name == "" {
 		cfg.Name = "dsv4"
 	}
+	var err error
+	if cfg.MaxBodyBytes, err = bodyLimit("DecodeConfig.MaxBodyBytes", cfg.MaxBodyBytes); err != nil {
+		return nil, err
+	}
 	if cfg.Transport == nil {
 		cfg.Transport = &GRPCTransport{}
 	}
@@ -200,7 +209,7 @@ func (d *DecodeServer) Handler() http.Handler {
 	mux.Handle("/v1/models", openaierr.BearerAuth(d.cfg.APIKey, serveModels(d.cfg.Name, d.created, d.back.MaxContext())))
 	mux.Handle("/v1/models/{id...}", openaierr.BearerAuth(d.cfg.APIKey, serveModel(d.cfg.Name, d.cfg.Aliases, d.created, d.back.MaxContext())))
 	tok := &tokenizeapi.API{Engine: d.eng, Model: d.cfg.Name, Aliases: d.cfg.Aliases,
-		MaxModelLen: d.back.MaxContext(), MaxBodyBytes: MaxBodyBytes}
+		MaxModelLen: d.back.MaxContext(), MaxBodyBytes: d.cfg.MaxBodyBytes}
 	mux.Handle("/tokenize", openaierr.BearerAuth(d.cfg.APIKey, tok.TokenizeHandler()))
 	mux.Handle("/detokenize", openaierr.BearerAuth(d.cfg.APIKey, tok.DetokenizeHandler()))
 	mux.HandleFunc("/", notFound)
@@ -254,7 +263,7 @@ func (d *DecodeServer) dropConn(addr string, c Conn) {
 }
 
 func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
-	req, bs, pd, ok := readChat(w, r)
+	req, bs, pd, ok := readChat(w, r, d.cfg.MaxBodyBytes)
 	if !ok {
 		return
 	}

@@ -16,8 +16,24 @@ import (
 	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
-// MaxBodyBytes bounds a request body read by the servers and the router.
+// MaxBodyBytes is the default request body limit of the servers and the
+// router (PrefillConfig, DecodeConfig and RouterConfig.MaxBodyBytes), and
+// the limit of the prefill answer the router reads in sequential mode. A
+// larger request body is refused with 413 request_too_large, as
+// examples/server's --max-body-bytes refuses one.
 const MaxBodyBytes = 32 << 20
+
+// bodyLimit is a config's MaxBodyBytes: 0 is MaxBodyBytes, a negative
+// value an error naming field.
+func bodyLimit(field string, v int64) (int64, error) {
+	switch {
+	case v == 0:
+		return MaxBodyBytes, nil
+	case v < 0:
+		return 0, fmt.Errorf("disagg: %s must be >= 0 (0: %d bytes), got %d", field, MaxBodyBytes, v)
+	}
+	return v, nil
+}
 
 // writeError sends an OpenAI error object (an empty code is sent as null).
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
@@ -60,19 +76,20 @@ func apiError(err error) *openaierr.Error {
 
 func writeErr(w http.ResponseWriter, err error) { apiError(err).Write(w) }
 
-// readBody reads a POST body within MaxBodyBytes, writing the error itself.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads a POST body within limit bytes, writing the error itself:
+// 413 request_too_large over the limit, as examples/server.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "use POST")
 		return nil, false
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
-				fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+				fmt.Sprintf("request body over %d bytes", limit))
 			return nil, false
 		}
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "reading body: "+err.Error())
@@ -85,8 +102,8 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // its top-level fields, writing the error itself (OpenAI's, as
 // examples/server words it: "malformed JSON: …", "request body must be a
 // JSON object, got …").
-func readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte, map[string]json.RawMessage, bool) {
-	body, ok := readBody(w, r)
+func readJSONObject(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, map[string]json.RawMessage, bool) {
+	body, ok := readBody(w, r, limit)
 	if !ok {
 		return nil, nil, false
 	}
@@ -104,8 +121,8 @@ func readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte, map[string]
 // readChat reads a chat-completions body: the request and its bootstrap
 // fields (ok false: the error was written). Errors are OpenAI's with the
 // field at fault as param, as examples/server answers them.
-func readChat(w http.ResponseWriter, r *http.Request) (req dsv4.ChatRequest, bs Bootstrap, hasBootstrap, ok bool) {
-	body, raw, ok := readJSONObject(w, r)
+func readChat(w http.ResponseWriter, r *http.Request, limit int64) (req dsv4.ChatRequest, bs Bootstrap, hasBootstrap, ok bool) {
+	body, raw, ok := readJSONObject(w, r, limit)
 	if !ok {
 		return req, bs, false, false
 	}

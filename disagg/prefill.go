@@ -53,6 +53,10 @@ type PrefillConfig struct {
 	ContextLength int
 	// Lease and BootstrapTimeout: see Rooms (defaults 30 s).
 	Lease, BootstrapTimeout time.Duration
+	// MaxBodyBytes bounds a request body (examples/server's
+	// --max-body-bytes): a larger one gets 413 request_too_large. 0 means
+	// MaxBodyBytes (32 MiB); a negative value is an error.
+	MaxBodyBytes int64
 	// Registry receives the metrics (default: a new registry, served at
 	// /metrics by Handler).
 	Registry *prometheus.Registry
@@ -102,6 +106,10 @@ func NewPrefillServer(cfg PrefillConfig) (*PrefillServer, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = "dsv4"
+	}
+	var err error
+	if cfg.MaxBodyBytes, err = bodyLimit("PrefillConfig.MaxBodyBytes", cfg.MaxBodyBytes); err != nil {
+		return nil, err
 	}
 	if cfg.BootstrapHost == "" {
 		cfg.BootstrapHost = "127.0.0.1"
@@ -247,7 +255,7 @@ func samplingJSON(req *dsv4.ChatRequest) (json.RawMessage, error) {
 }
 
 func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
-	req, bs, concurrent, ok := readChat(w, r)
+	req, bs, concurrent, ok := readChat(w, r, p.cfg.MaxBodyBytes)
 	if !ok {
 		return
 	}

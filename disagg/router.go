@@ -115,6 +115,11 @@ type RouterConfig struct {
 	ModelName string
 	// Client sends the requests (default: a client with no overall timeout).
 	Client *http.Client
+	// MaxBodyBytes bounds a client's request body (examples/server's
+	// --max-body-bytes): a larger one gets 413 request_too_large without
+	// reaching a worker. 0 means MaxBodyBytes (32 MiB); a negative value is
+	// an error.
+	MaxBodyBytes int64
 	// Registry receives the metrics (default: a new one served at /metrics).
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -162,6 +167,10 @@ type Router struct {
 // NewRouter builds a router and starts its health checks (stop them with
 // Close).
 func NewRouter(cfg RouterConfig) (*Router, error) {
+	var err error
+	if cfg.MaxBodyBytes, err = bodyLimit("RouterConfig.MaxBodyBytes", cfg.MaxBodyBytes); err != nil {
+		return nil, err
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 3
 	}
@@ -195,7 +204,6 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		}
 		return &Worker{URL: strings.TrimRight(u, "/"), Role: role, BootstrapPort: port, host: pu.Hostname(), healthy: true}, nil
 	}
-	var err error
 	if cfg.PD {
 		if len(cfg.Prefill) == 0 || len(cfg.Decode) == 0 {
 			return nil, errors.New("disagg: PD mode needs at least one prefill and one decode server")
@@ -700,7 +708,7 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 			r.URL.Path+" is not supported in PD mode: use /v1/chat/completions")
 		return
 	}
-	_, raw, ok := readJSONObject(w, r)
+	_, raw, ok := readJSONObject(w, r, rt.cfg.MaxBodyBytes)
 	if !ok {
 		return
 	}

@@ -33,6 +33,8 @@
 // before it is buffered (disagg.LimitsFor). --api-key KEY requires
 // "Authorization: Bearer KEY" on /v1/* (and, on a decode server, on
 // /tokenize and /detokenize; the router's --worker-api-key).
+// --max-body-bytes bounds a request body (default disagg.MaxBodyBytes,
+// 32 MiB; larger: 413 request_too_large, as examples/server's flag).
 // Port 0 picks a free port; the chosen addresses are printed on stdout as
 // "listening http=HOST:PORT [bootstrap=HOST:PORT]".
 package main
@@ -111,6 +113,7 @@ func run(ctx context.Context, args []string) error {
 	hdrTimeout := fs.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
 	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")
 	idleTimeout := fs.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
+	maxBody := fs.Int64("max-body-bytes", disagg.MaxBodyBytes, "request body limit; a larger body gets 413 request_too_large, as examples/server")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,6 +122,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *ctxLen < 0 { // as examples/server: refused, not read as "the model's"
 		return fmt.Errorf("--context-length must be >= 0 (0: the model's), got %d", *ctxLen)
+	}
+	if *maxBody < 1 { // as examples/server: refused, not read as the default
+		return fmt.Errorf("--max-body-bytes must be >= 1, got %d", *maxBody)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -179,7 +185,7 @@ func run(ctx context.Context, args []string) error {
 	case "prefill":
 		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, Aliases: []string{dir}, BootstrapHost: *bootHost,
 			Transport:     &disagg.GRPCTransport{ChunkBytes: *chunk, FrameDelay: *frameDelay},
-			MaxConcurrent: *maxPrefills, Lease: *lease, ContextLength: *ctxLen, APIKey: *apiKey, Logger: log})
+			MaxConcurrent: *maxPrefills, Lease: *lease, ContextLength: *ctxLen, APIKey: *apiKey, Logger: log, MaxBodyBytes: *maxBody})
 		if err != nil {
 			return err
 		}
@@ -200,7 +206,7 @@ func run(ctx context.Context, args []string) error {
 		handler, closeFn = p.Handler(), p.Close
 	case "decode", "null":
 		d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: *name, Aliases: []string{dir}, FetchTimeout: *fetchTimeout,
-			ContextLength: *ctxLen, AllowedBootstrapHosts: allow, APIKey: *apiKey, Logger: log})
+			ContextLength: *ctxLen, AllowedBootstrapHosts: allow, APIKey: *apiKey, Logger: log, MaxBodyBytes: *maxBody})
 		if err != nil {
 			return err
 		}

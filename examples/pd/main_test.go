@@ -184,7 +184,8 @@ func TestDecodeBootstrapDefault(t *testing.T) {
 
 // TestRoleFlags: flags that do not apply to the --disaggregation-mode, and a
 // prefill server on a wildcard --host without --bootstrap-host, and a
-// negative --context-length, are refused at start-up (before the model is
+// negative --context-length or a --max-body-bytes below 1 (as
+// examples/server's), are refused at start-up (before the model is
 // loaded) with a message naming the flag.
 func TestRoleFlags(t *testing.T) {
 	for _, tc := range []struct {
@@ -204,6 +205,8 @@ func TestRoleFlags(t *testing.T) {
 		{[]string{"--port", "0", "extra"}, "unexpected arguments"},
 		{[]string{"--port", "0", "--context-length", "-5"}, "--context-length must be >= 0"},
 		{[]string{"--disaggregation-mode", "decode", "--context-length", "-1"}, "--context-length must be >= 0"},
+		{[]string{"--port", "0", "--max-body-bytes", "0"}, "--max-body-bytes must be >= 1, got 0"},
+		{[]string{"--disaggregation-mode", "prefill", "--max-body-bytes", "-5"}, "--max-body-bytes must be >= 1, got -5"},
 	} {
 		err := run(context.Background(), tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -295,6 +298,26 @@ func TestTinyContextLength(t *testing.T) {
 	}
 }
 
+// TestMaxBodyBytesFlag: --max-body-bytes bounds the request body as
+// examples/server's flag does: one byte over gets 413 request_too_large
+// with examples/server's message; the limit itself is served.
+func TestMaxBodyBytesFlag(t *testing.T) {
+	const limit = 200
+	addr := startDecode(t, "--max-body-bytes", fmt.Sprint(limit))
+	body := func(n int) string {
+		head, tail := `{"messages":[{"role":"user","content":"`, `"}],"max_tokens":1}`
+		return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+	}
+	var e apiError
+	st, b := postChat(t, addr, body(limit+1))
+	if json.Unmarshal([]byte(b), &e); st != 413 || e.Error.Code != "request_too_large" || e.Error.Message != "request body over 200 bytes" {
+		t.Errorf("%d bytes: %d %s", limit+1, st, b)
+	}
+	if st, b := postChat(t, addr, body(limit)); st != 200 {
+		t.Errorf("%d bytes: %d %s", limit, st, b)
+	}
+}
+
 // TestHelp: -h prints the usage, every flag included, and exits 0.
 func TestHelp(t *testing.T) {
 	out := captureStderr(t)
@@ -302,7 +325,7 @@ func TestHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 {
 		t.Fatalf("-h: %v (exit %d)", err, exitCode(err))
 	}
-	for _, f := range []string{"-bootstrap-host", "-allowed-bootstrap-hosts", "-context-length", "-disaggregation-mode"} {
+	for _, f := range []string{"-bootstrap-host", "-allowed-bootstrap-hosts", "-context-length", "-disaggregation-mode", "-max-body-bytes"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("usage lacks %s:\n%s", f, out)
 		}

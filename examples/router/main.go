@@ -17,7 +17,9 @@
 // (the prefill answer's kv_transfer_params handed to decode) instead of
 // concurrent dispatch. --api-key KEY requires "Authorization: Bearer KEY"
 // of clients (as examples/server's --api-key); the workers get
-// --worker-api-key, or else the client's header. Port 0 picks a free port;
+// --worker-api-key, or else the client's header. --max-body-bytes bounds a
+// client's request body (default disagg.MaxBodyBytes, 32 MiB; larger: 413
+// request_too_large, as examples/server's flag). Port 0 picks a free port;
 // the address is printed on stdout as "listening http=HOST:PORT".
 package main
 
@@ -135,11 +137,15 @@ func run(ctx context.Context, args []string) error {
 	hdrTimeout := fs.Duration("read-header-timeout", httpserve.DefaultReadHeader, "time a client has to send the request headers (negative: no limit)")
 	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")
 	idleTimeout := fs.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
+	maxBody := fs.Int64("max-body-bytes", disagg.MaxBodyBytes, "client request body limit; a larger body gets 413 request_too_large, as examples/server, without reaching a worker")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *maxBody < 1 { // as examples/server: refused, not read as the default
+		return fmt.Errorf("--max-body-bytes must be >= 1, got %d", *maxBody)
 	}
 	if len(prefill) > 0 || len(decode) > 0 {
 		*pd = true
@@ -148,7 +154,7 @@ func run(ctx context.Context, args []string) error {
 	rt, err := disagg.NewRouter(disagg.RouterConfig{PD: *pd, Workers: workers, Prefill: prefill, Decode: decode,
 		Policy: *policy, PrefillPolicy: *pPolicy, DecodePolicy: *dPolicy, Sequential: *sequential,
 		MaxAttempts: *attempts, HealthInterval: *health, HealthFailures: *healthFails,
-		APIKey: *apiKey, WorkerAPIKey: *workerKey, Logger: log})
+		APIKey: *apiKey, WorkerAPIKey: *workerKey, Logger: log, MaxBodyBytes: *maxBody})
 	if err != nil {
 		return err
 	}

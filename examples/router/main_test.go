@@ -22,13 +22,25 @@ func TestHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 {
 		t.Fatalf("-h: %v (exit %d)", err, exitCode(err))
 	}
-	for _, f := range []string{"-prefill URL", "-decode", "-worker-urls", "-pd-disaggregation", "-sequential", "-policy", "-port"} {
+	for _, f := range []string{"-prefill URL", "-decode", "-worker-urls", "-pd-disaggregation", "-sequential", "-policy", "-port", "-max-body-bytes"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("usage lacks %s:\n%s", f, out.String())
 		}
 	}
 	if exitCode(errors.New("x")) != 1 || exitCode(nil) != 0 {
 		t.Error("exitCode")
+	}
+}
+
+// TestMaxBodyBytesFlag: a --max-body-bytes below 1 is refused at start-up
+// with examples/server's message (disagg TestMaxBodyBytes checks the
+// limit's 413).
+func TestMaxBodyBytesFlag(t *testing.T) {
+	for _, v := range []string{"0", "-1"} {
+		err := run(context.Background(), []string{"--worker-urls", "http://127.0.0.1:1", "--port", "0", "--max-body-bytes", v})
+		if err == nil || err.Error() != "--max-body-bytes must be >= 1, got "+v {
+			t.Errorf("--max-body-bytes %s: %v", v, err)
+		}
 	}
 }
 

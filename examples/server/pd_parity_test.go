@@ -15,21 +15,28 @@ import (
 	"github.com/dsv4go/dsv4go/models"
 )
 
+// parityBodyLimit is the request body limit of every server that
+// startPDParity starts (ServerConfig, PrefillConfig, DecodeConfig and
+// RouterConfig.MaxBodyBytes).
+const parityBodyLimit = 64 << 10
+
 // startPDParity starts, on the tiny model served as "dsv4-tiny" at the
-// same context length, this server, a disagg decode server (with its
-// prefill server) and a disagg router in PD mode in front of the pair; it
-// returns their URLs.
+// same context length and body limit, this server, a disagg decode server
+// (with its prefill server) and a disagg router in PD mode in front of the
+// pair; it returns their URLs.
 func startPDParity(t *testing.T) (plainURL, decodeURL, routerURL string) {
 	m := tinymodel.Load(t)
 	eng, err := dsv4.NewEngine(m, dsv4.EngineOptions{MaxContext: models.TinyContextLength})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Engine: eng, Name: "dsv4-tiny", ContextLength: models.TinyContextLength})
+	p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Engine: eng, Name: "dsv4-tiny", ContextLength: models.TinyContextLength,
+		MaxBodyBytes: parityBodyLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: "dsv4-tiny", ContextLength: models.TinyContextLength})
+	d, err := disagg.NewDecodeServer(disagg.DecodeConfig{Model: m, Name: "dsv4-tiny", ContextLength: models.TinyContextLength,
+		MaxBodyBytes: parityBodyLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +46,10 @@ func startPDParity(t *testing.T) (plainURL, decodeURL, routerURL string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	boot := p.StartBootstrap(ctx, lis)
-	plain := httptest.NewServer(NewServer(eng, ServerConfig{ModelName: "dsv4-tiny"}).Handler())
+	plain := httptest.NewServer(NewServer(eng, ServerConfig{ModelName: "dsv4-tiny", MaxBodyBytes: parityBodyLimit}).Handler())
 	ps := httptest.NewServer(p.Handler())
 	ds := httptest.NewServer(d.Handler())
-	rt, err := disagg.NewRouter(disagg.RouterConfig{PD: true, HealthInterval: -1, Decode: []string{ds.URL},
+	rt, err := disagg.NewRouter(disagg.RouterConfig{PD: true, HealthInterval: -1, Decode: []string{ds.URL}, MaxBodyBytes: parityBodyLimit,
 		Prefill: []disagg.PrefillWorker{{URL: ps.URL, BootstrapPort: lis.Addr().(*net.TCPAddr).Port}}})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +97,9 @@ func TestPDErrorParity(t *testing.T) {
 		chat(`{` + msgs + `,"response_format":{"type":"xml"}}`),
 		chat(`{"messages":[{"role":"tool","content":"r","tool_call_id":"missing"}]}`),
 		chat(`{"messages":[{"role":"user","content":"` + strings.Repeat("hello world ", 3000) + `"}]}`),
+		// over the body limit: 413 request_too_large, also before a worker
+		chat(`{"messages":[{"role":"user","content":"` + strings.Repeat("a", parityBodyLimit) + `"}]}`),
+		{"POST", "/tokenize", `{"prompt":"` + strings.Repeat("a", parityBodyLimit) + `"}`},
 		{"GET", "/nope", ""}, {"POST", "/v1/embeddings", "{}"}, {"GET", "/v1/chat/completions", ""}, {"POST", "/v1/models", ""},
 	}
 	answer := func(base string, c [3]string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
 	"github.com/dsv4go/dsv4go/internal/tokenizeapi"
+	"github.com/dsv4go/dsv4go/internal/vllmmetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -102,7 +103,10 @@ type DecodeConfig struct {
 // APIKey; the same code and answers as examples/server's, through
 // internal/tokenizeapi: the ids the decode engine would prefill, the
 // served context as max_model_len); other paths get a 404 OpenAI error
-// object. The live-state gauge dsv4_disagg_decode_rooms returns to 0 when
+// object. /metrics carries, beside the dsv4_* series, vLLM's (vllm:*, as
+// examples/server exports them: package internal/vllmmetrics), a
+// transferred prompt counted at its first token as on vLLM's decode
+// instance. The live-state gauge dsv4_disagg_decode_rooms returns to 0 when
 // no request is in flight.
 type DecodeServer struct {
 	cfg  DecodeConfig
@@ -128,6 +132,7 @@ type DecodeServer struct {
 	fetchBytes  prometheus.Counter
 	failures    *prometheus.CounterVec
 	restoredCtr prometheus.CounterFunc
+	vllm        *vllmmetrics.Requests
 }
 
 // NewDecodeServer starts a decode server's engine for cfg.Model.
@@ -177,6 +182,18 @@ func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dsv4_engine_live_sequences",
 		Help: "Sequences holding state in the decode engine."}, func() float64 { return float64(eng.Stats().LiveSequences) })
 	d.reg.MustRegister(d.live, d.fetchSecs, d.fetchBytes, d.failures, d.restoredCtr, live)
+	// vLLM's series, as examples/server exports them (package
+	// internal/vllmmetrics): the engine's gauges and prefix cache
+	// counters, and the request-level series of every chat request, a
+	// prompt restored from transferred state counted as vLLM's decode
+	// instance counts it (at its first token).
+	if d.vllm, err = vllmmetrics.NewRequests(d.reg, cfg.Name, back.MaxContext()); err == nil {
+		err = vllmmetrics.RegisterEngine(d.reg, cfg.Name, eng.Stats)
+	}
+	if err != nil {
+		eng.Close(context.Background())
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -278,12 +295,14 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	arrival := time.Now()
 	if !pd {
 		stream, err := d.eng.ChatStream(ctx, &req)
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
+		stream = d.vllm.Observe(ctx, arrival, stream)
 		_ = writeChat(w, r, &req, d.cfg.Name, stream, nil)
 		return
 	}
@@ -348,6 +367,7 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	stream = d.vllm.Observe(ctx, arrival, stream)
 	if err := writeChat(w, r, &req, d.cfg.Name, stream, nil); err != nil && ctx.Err() == nil {
 		d.failures.WithLabelValues("generate").Inc()
 	}

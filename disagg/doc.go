@@ -54,6 +54,19 @@
 // examples/server and vLLM do, so a Router answers the same in PD mode as
 // in front of examples/server workers.
 //
+// Metrics: besides their dsv4_* series, the decode server and the Router
+// export vLLM's V1 series under vLLM's names, labels (model_name, engine)
+// and buckets, for dashboards written against vLLM: the decode server all
+// that examples/server exports (its engine's vllm:num_requests_running /
+// _waiting, prefix cache counters, token counters, finish reasons and
+// latency histograms per choice); the Router what it can see of the
+// responses it forwards (vllm:request_success_total{finished_reason},
+// vllm:e2e_request_latency_seconds, vllm:time_to_first_token_seconds and
+// vllm:inter_token_latency_seconds of streams, vllm:prompt_tokens_total and
+// vllm:generation_tokens_total from the responses' usage), labelled with
+// the model name the responses carry. The prefill server, which generates
+// no tokens, exports none of them.
+//
 // Dependencies: google.golang.org/grpc carries the KV streams (HTTP/2 flow
 // control, deadlines and cancellation for free); the Prometheus client
 // (github.com/prometheus/client_golang) exports the metrics.

@@ -162,6 +162,7 @@ type Router struct {
 	healthy  *prometheus.GaugeVec
 	breakers prometheus.Counter
 	inflight prometheus.Gauge
+	vllm     *relayMetrics // vLLM's series (relayMetrics)
 }
 
 // NewRouter builds a router and starts its health checks (stop them with
@@ -264,6 +265,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	rt.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dsv4_router_inflight_requests",
 		Help: "Client requests in flight."})
 	rt.reg.MustRegister(rt.requests, rt.stage, rt.retries, rt.healthy, rt.breakers, rt.inflight)
+	rt.vllm = newRelayMetrics(rt.reg)
 	for _, w := range rt.all() {
 		rt.healthy.WithLabelValues(w.Role, w.URL).Set(1)
 	}
@@ -465,8 +467,9 @@ func compatible(a, b *Worker) bool {
 // worker that answers it, else from the workers' reported model names or
 // RouterConfig.ModelName), /v1/models/{id} (likewise: a worker's answer,
 // its 404 model_not_found included, else the router's own list),
-// /workers (status) and /metrics. Other paths get a 404 OpenAI error
-// object.
+// /workers (status) and /metrics (the dsv4_router_* series, and vLLM's
+// vllm:* series of what the router forwards: relayMetrics). Other paths
+// get a 404 OpenAI error object.
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
 	auth := func(h http.HandlerFunc) http.Handler { return openaierr.BearerAuth(rt.cfg.APIKey, h) }
@@ -722,6 +725,14 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	key := cacheKey(raw)
 	tried := map[*Worker]bool{}
 	var last *attemptErr
+	if !utility { // measured as vLLM measures generation (relayMetrics)
+		watch := newRelayWatch(w, rt.vllm, t0, raw)
+		w = watch
+		defer func() {
+			cut := last != nil && last.status == -1
+			watch.done(cut, cut && r.Context().Err() != nil)
+		}()
+	}
 	for attempt := 0; attempt < rt.cfg.MaxAttempts; attempt++ {
 		if attempt > 0 {
 			rt.retries.Inc()
@@ -735,12 +746,12 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		default:
 			ae = rt.attemptOne(w, r, raw, key, tried, t0, rt.polR, rt.regular)
 		}
+		last = ae
 		if ae == nil {
 			rt.requests.WithLabelValues(mode, "ok").Inc()
 			rt.stage.WithLabelValues("total").Observe(time.Since(t0).Seconds())
 			return
 		}
-		last = ae
 		if r.Context().Err() != nil {
 			rt.requests.WithLabelValues(mode, "cancelled").Inc()
 			return

@@ -50,71 +50,48 @@ func newMetrics(reg *prometheus.Registry, eng *dsv4.Engine, model string) *metri
 	}
 	reg.MustRegister(m.ttft, m.itl, m.e2e, m.promptTokens, m.genTokens, m.success, m.errors)
 	vreq, err := vllmmetrics.NewRequests(reg, model, eng.MaxContext())
+	if err == nil {
+		err = vllmmetrics.RegisterEngine(reg, model, eng.Stats)
+	}
 	if err != nil {
 		panic(err) // a fresh registry: only a programming error gets here
 	}
 	m.vllm = vreq
-	vl := vllmmetrics.Labels(model)
 	// Series read from the engine's counters at each scrape.
 	type engineSeries struct {
 		counter    bool // a counter, else a gauge
 		name, help string
 		value      func(dsv4.EngineStats) float64
-		vllm       bool // vLLM's name and labels
 	}
-	series := []engineSeries{
+	for _, es := range []engineSeries{
 		{false, "dsv4_num_requests_running", "Sequences admitted to the engine (prefilling or decoding).",
-			func(s dsv4.EngineStats) float64 { return float64(s.Running) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.Running) }},
 		{false, "dsv4_num_requests_waiting", "Sequences queued for admission.",
-			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }},
 		{false, "dsv4_live_sequences", "Sequences holding KV state.",
-			func(s dsv4.EngineStats) float64 { return float64(s.LiveSequences) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.LiveSequences) }},
 		{false, "dsv4_state_memory_bytes", "KV state memory reserved by running sequences.",
-			func(s dsv4.EngineStats) float64 { return float64(s.StateBytes) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBytes) }},
 		{false, "dsv4_state_memory_budget_bytes", "KV state memory budget (0: unlimited).",
-			func(s dsv4.EngineStats) float64 { return float64(s.StateBudget) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.StateBudget) }},
 		{true, "dsv4_engine_decode_steps_total", "Batched decode steps run by the engine.",
-			func(s dsv4.EngineStats) float64 { return float64(s.DecodeSteps) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.DecodeSteps) }},
 		{true, "dsv4_prefix_cache_queries_total", "Prefix cache queries, in prompt tokens looked up (vLLM's prefix_cache_queries).",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }},
 		{true, "dsv4_prefix_cache_hits_total", "Prefix cache hits, in prompt tokens restored instead of prefilled (vLLM's prefix_cache_hits).",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }},
 		{false, "dsv4_prefix_cache_bytes", "Memory held by the prefix cache's saved states.",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBytes) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBytes) }},
 		{false, "dsv4_prefix_cache_budget_bytes", "Prefix cache budget (0: prefix caching off).",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBudget) }, false},
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBudget) }},
 		{false, "dsv4_prefix_cache_entries", "Saved prefix states in the prefix cache.",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheEntries) }, false},
-		// vLLM's engine series (vllm/v1/metrics/loggers.py): requests
-		// are engine sequences (a choice each), as vLLM's engine requests.
-		{false, vllmmetrics.NumRequestsRunning, "Number of requests in model execution batches.",
-			func(s dsv4.EngineStats) float64 { return float64(s.Running) }, true},
-		{false, vllmmetrics.NumRequestsWaiting, "Number of requests waiting to be processed.",
-			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }, true},
-		{true, vllmmetrics.PrefixCacheQueries, "Prefix cache queries, in terms of number of queried tokens.",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }, true},
-		{true, vllmmetrics.PrefixCacheHits, "Prefix cache hits, in terms of number of cached tokens.",
-			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }, true},
-	}
-	if eng.Stats().StateBudget > 0 {
-		// The share of the KV state budget (--max-state-bytes) reserved by
-		// admitted requests: what admission waits on, as vLLM's share of KV
-		// blocks in use. A request reserves its worst case (prompt +
-		// max_tokens) at admission where vLLM allocates blocks as it goes.
-		// Without a budget there is no share to report, and no series.
-		series = append(series, engineSeries{false, vllmmetrics.KVCacheUsagePerc, "KV-cache usage. 1 means 100 percent usage.",
-			func(s dsv4.EngineStats) float64 { return min(float64(s.StateBytes)/float64(s.StateBudget), 1) }, true})
-	}
-	for _, es := range series {
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheEntries) }},
+	} {
 		read := func() float64 { return es.value(eng.Stats()) }
-		cl := labels
-		if es.vllm {
-			cl = vl
-		}
 		if es.counter {
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: es.name, Help: es.help, ConstLabels: cl}, read))
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: es.name, Help: es.help, ConstLabels: labels}, read))
 		} else {
-			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: es.name, Help: es.help, ConstLabels: cl}, read))
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: es.name, Help: es.help, ConstLabels: labels}, read))
 		}
 	}
 	return m
@@ -151,15 +128,7 @@ func (o *observer) cut(ctx context.Context) {
 // between later ones; the vllm:* series per choice, from the chunk's
 // running usage (tokens generated) and finish reason.
 func (o *observer) chunk(ch *dsv4.ChatChunk) {
-	if ch.Index >= 0 && (ch.RunningUsage != nil || ch.FinishReason != "") {
-		now := time.Now()
-		if u := ch.RunningUsage; u != nil {
-			o.vllm.Progress(ch.Index, u.PromptTokens, u.CompletionTokens, now)
-		}
-		if ch.FinishReason != "" {
-			o.vllm.Finish(ch.Index, ch.FinishReason, now)
-		}
-	}
+	o.vllm.Chunk(ch, time.Now())
 	d := &ch.Delta
 	if d.Content == "" && d.ReasoningContent == "" && len(d.ToolCalls) == 0 {
 		return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/dsv4go/dsv4go/disagg"
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/vllmmetrics"
 )
@@ -271,4 +273,53 @@ func TestVLLMMetricsNoBudget(t *testing.T) {
 		t.Error("kv_cache_usage_perc exported without a budget")
 	}
 	family(t, fams, vllmmetrics.NumRequestsRunning, dto.MetricType_GAUGE, "dsv4-script")
+}
+
+// TestRouterVLLMMetricsParity: a disagg router in front of this server
+// counts the same vllm:request_success_total series, prompt and generation
+// token counters and finished choices (e2e count) as the server, for
+// non-streamed answers (n = 2, a tool call, a completion with two
+// prompts) and a stream with its usage; model_name is the served name on
+// both.
+func TestRouterVLLMMetricsParity(t *testing.T) {
+	const model = "dsv4-script"
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	rt, err := disagg.NewRouter(disagg.RouterConfig{Workers: []string{ts.URL}, HealthInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := httptest.NewServer(rt.Handler())
+	t.Cleanup(func() { rs.Close(); rt.Close() })
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hello there"}],"n":2}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"count 9"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"weather in Oslo"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}`},
+		{"/v1/completions", `{"prompt":["count 3","count 5"],"max_tokens":50,"n":2}`},
+	} {
+		if code, b := post(t, rs.URL, c.path, c.body); code != 200 {
+			t.Fatalf("%s: %d %s", c.body, code, b)
+		}
+	}
+	srv, via := scrape(t, ts.URL), scrape(t, rs.URL)
+	for _, r := range vllmmetrics.FinishReasons {
+		a := value(t, family(t, srv, vllmmetrics.RequestSuccess, dto.MetricType_COUNTER, model, "finished_reason"), "finished_reason", r)
+		b := value(t, family(t, via, vllmmetrics.RequestSuccess, dto.MetricType_COUNTER, model, "finished_reason"), "finished_reason", r)
+		if a != b {
+			t.Errorf("request_success{%s}: server %v, router %v", r, a, b)
+		}
+	}
+	for _, name := range []string{vllmmetrics.PromptTokens, vllmmetrics.GenerationTokens} {
+		a := value(t, family(t, srv, name, dto.MetricType_COUNTER, model), "", "")
+		b := value(t, family(t, via, name, dto.MetricType_COUNTER, model), "", "")
+		if a != b || a == 0 {
+			t.Errorf("%s: server %v, router %v", name, a, b)
+		}
+	}
+	a, b := hist(t, srv, vllmmetrics.E2ERequestLatency, model).GetSampleCount(), hist(t, via, vllmmetrics.E2ERequestLatency, model).GetSampleCount()
+	if a != b || a != 2+1+1+4 {
+		t.Errorf("e2e count: server %d, router %d, want 8", a, b)
+	}
+	if c := hist(t, via, vllmmetrics.TimeToFirstToken, model).GetSampleCount(); c != 1 {
+		t.Errorf("router TTFT count %d, want 1 (the stream)", c)
+	}
 }

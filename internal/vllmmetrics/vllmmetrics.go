@@ -14,13 +14,17 @@
 // and a request with n choices (or several prompts) is n engine requests
 // there, so each choice here is one engine request. The engine-level gauges
 // (running and waiting requests, KV cache usage, prefix cache counters) are
-// read from the engine by the server itself, under the names below.
+// read from a dsv4.Engine's statistics (RegisterEngine).
 package vllmmetrics
 
 import (
+	"context"
+	"iter"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dsv4go/dsv4go/dsv4"
 )
 
 // vLLM's series names as they appear on /metrics.
@@ -99,7 +103,8 @@ func FinishReason(openai string) string {
 }
 
 // Requests holds the request-level series. Its methods are safe for
-// concurrent use; a Request is not (one goroutine drives each).
+// concurrent use; a Request is not (one goroutine drives each). A Requests
+// of NewRelayRequests has no token histograms (nil here).
 type Requests struct {
 	ttft, itl, tpot, e2e    prometheus.Histogram
 	promptHist, genHist     prometheus.Histogram
@@ -142,6 +147,42 @@ func NewRequests(reg prometheus.Registerer, model string, maxModelLen int) (*Req
 	return q, nil
 }
 
+// NewRelayRequests registers on reg, with model's labels, the series that a
+// relay (a router that forwards responses it does not generate) can
+// measure: request_success_total, e2e_request_latency_seconds,
+// time_to_first_token_seconds and inter_token_latency_seconds (from the
+// chunks it forwards: Request.Output), prompt_tokens_total and
+// generation_tokens_total (from the usage the responses carry:
+// Request.Usage). The per-request token histograms and
+// request_time_per_output_token_seconds need each choice's token count,
+// which a relay does not see, and are not registered. Errors: reg's.
+func NewRelayRequests(reg prometheus.Registerer, model string) (*Requests, error) {
+	labels := Labels(model)
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
+	}
+	q := &Requests{
+		ttft: hist(TimeToFirstToken, "Histogram of time to first token in seconds.", TTFTBuckets),
+		itl:  hist(InterTokenLatency, "Histogram of inter-token latency in seconds.", TokenLatencyBuckets),
+		e2e:  hist(E2ERequestLatency, "Histogram of e2e request latency in seconds.", RequestLatencyBuckets),
+		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: PromptTokens,
+			Help: "Number of prefill tokens processed.", ConstLabels: labels}),
+		genTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: GenerationTokens,
+			Help: "Number of generation tokens processed.", ConstLabels: labels}),
+		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: RequestSuccess,
+			Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"}),
+	}
+	for _, c := range []prometheus.Collector{q.ttft, q.itl, q.e2e, q.promptTokens, q.genTokens, q.success} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range FinishReasons {
+		q.success.WithLabelValues(r)
+	}
+	return q, nil
+}
+
 // Start begins recording one request that arrived at arrival. A nil q
 // gives a Request that records nothing.
 func (q *Requests) Start(arrival time.Time) *Request {
@@ -160,6 +201,7 @@ type choiceState struct {
 	prompt, tokens int // prompt tokens; tokens generated so far
 	first, last    time.Time
 	started, done  bool
+	counted        bool // tokens known (Progress), not only outputs (Output)
 }
 
 // maxChoices bounds the choice indices a Request tracks (a server's n and
@@ -198,11 +240,43 @@ func (r *Request) Progress(i, promptTokens, tokens int, now time.Time) {
 	r.q.genTokens.Add(float64(tokens - c.tokens))
 	c.tokens = tokens
 	c.prompt = promptTokens
+	c.counted = true
+	if !c.started {
+		r.q.promptTokens.Add(float64(max(promptTokens, 0)))
+	}
+	r.output(c, now)
+}
+
+// Output records that choice i's output advanced at now, for a relay that
+// sees chunks but not their tokens: its first call is the choice's first
+// token (time_to_first_token_seconds), each later one an
+// inter_token_latency_seconds interval. Nothing is counted.
+func (r *Request) Output(i int, now time.Time) {
+	if r == nil || r.q == nil || r.ended {
+		return
+	}
+	if c := r.choice(i); c != nil && !c.done {
+		r.output(c, now)
+	}
+}
+
+// Usage adds a response's token counts to prompt_tokens_total (prompt: the
+// prompt tokens of all its choices, a prompt counted once per choice as
+// vLLM counts it) and generation_tokens_total (generated), for a relay that
+// learns them from the response's usage. Negative counts add nothing.
+func (r *Request) Usage(prompt, generated int) {
+	if r == nil || r.q == nil {
+		return
+	}
+	r.q.promptTokens.Add(float64(max(prompt, 0)))
+	r.q.genTokens.Add(float64(max(generated, 0)))
+}
+
+func (r *Request) output(c *choiceState, now time.Time) {
 	if !c.started {
 		c.started = true
 		c.first = now
 		r.q.ttft.Observe(now.Sub(r.arrival).Seconds())
-		r.q.promptTokens.Add(float64(max(promptTokens, 0)))
 	} else {
 		r.q.itl.Observe(now.Sub(c.last).Seconds())
 	}
@@ -226,6 +300,9 @@ func (r *Request) Finish(i int, reason string, now time.Time) {
 	q := r.q
 	q.success.WithLabelValues(FinishReason(reason)).Inc()
 	q.e2e.Observe(now.Sub(r.arrival).Seconds())
+	if !c.counted || q.promptHist == nil {
+		return // a relay's choice: its tokens are not known
+	}
 	q.promptHist.Observe(float64(c.prompt))
 	q.genHist.Observe(float64(c.tokens))
 	tpot := 0.0
@@ -260,4 +337,99 @@ func (r *Request) End(reason string) {
 	if !seen {
 		r.q.success.WithLabelValues(reason).Inc()
 	}
+}
+
+// Chunk records one chunk of a dsv4 chat or completions stream
+// (dsv4.Engine.ChatStream, CompleteStream) at now: its choice's running
+// usage (Progress) and finish reason (Finish). The final usage chunk
+// (Index -1) and chunks without running usage or finish add nothing.
+func (r *Request) Chunk(ch *dsv4.ChatChunk, now time.Time) {
+	if ch == nil || ch.Index < 0 {
+		return
+	}
+	if u := ch.RunningUsage; u != nil {
+		r.Progress(ch.Index, u.PromptTokens, u.CompletionTokens, now)
+	}
+	if ch.FinishReason != "" {
+		r.Finish(ch.Index, ch.FinishReason, now)
+	}
+}
+
+// Observe returns stream with each chunk recorded (Chunk) as it passes,
+// for a server that writes the stream itself. When the stream yields an
+// error, or its consumer stops early, or it ends after ctx (the request's)
+// is done, the unfinished choices end (End) as "abort" if ctx is done or
+// the consumer stopped (the client went away), else "error". A nil q
+// records nothing and returns stream.
+func (q *Requests) Observe(ctx context.Context, arrival time.Time, stream iter.Seq2[*dsv4.ChatChunk, error]) iter.Seq2[*dsv4.ChatChunk, error] {
+	if q == nil {
+		return stream
+	}
+	return func(yield func(*dsv4.ChatChunk, error) bool) {
+		r := q.Start(arrival)
+		for ch, err := range stream {
+			if err != nil {
+				if ctx.Err() != nil {
+					r.End("abort")
+				} else {
+					r.End("error")
+				}
+				yield(nil, err)
+				return
+			}
+			r.Chunk(ch, time.Now())
+			if !yield(ch, nil) {
+				r.End("abort")
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			r.End("abort")
+		}
+	}
+}
+
+// RegisterEngine registers on reg, with model's labels, vLLM's engine
+// series read from stats (a dsv4.Engine's Stats) at each scrape:
+// num_requests_running and num_requests_waiting (engine sequences, one per
+// choice, as vLLM's engine requests), prefix_cache_queries_total and
+// prefix_cache_hits_total (prompt tokens looked up and restored), and, when
+// the engine has a state budget (EngineStats.StateBudget > 0 now),
+// kv_cache_usage_perc: the share of the budget reserved by admitted
+// requests, which admission waits on as vLLM's waits on free KV blocks (a
+// request reserves its worst case, prompt + max_tokens, where vLLM
+// allocates blocks as it goes). Without a budget there is no share, and no
+// series. Errors: reg's.
+func RegisterEngine(reg prometheus.Registerer, model string, stats func() dsv4.EngineStats) error {
+	labels := Labels(model)
+	gauge := func(name, help string, v func(dsv4.EngineStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return v(stats()) })
+	}
+	counter := func(name, help string, v func(dsv4.EngineStats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return v(stats()) })
+	}
+	cs := []prometheus.Collector{
+		gauge(NumRequestsRunning, "Number of requests in model execution batches.",
+			func(s dsv4.EngineStats) float64 { return float64(s.Running) }),
+		gauge(NumRequestsWaiting, "Number of requests waiting to be processed.",
+			func(s dsv4.EngineStats) float64 { return float64(s.Waiting) }),
+		counter(PrefixCacheQueries, "Prefix cache queries, in terms of number of queried tokens.",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheQueries) }),
+		counter(PrefixCacheHits, "Prefix cache hits, in terms of number of cached tokens.",
+			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheHits) }),
+	}
+	if stats().StateBudget > 0 {
+		cs = append(cs, gauge(KVCacheUsagePerc, "KV-cache usage. 1 means 100 percent usage.", func(s dsv4.EngineStats) float64 {
+			if s.StateBudget <= 0 {
+				return 0
+			}
+			return min(float64(s.StateBytes)/float64(s.StateBudget), 1)
+		}))
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

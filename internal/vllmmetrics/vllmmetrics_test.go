@@ -1,12 +1,16 @@
 package vllmmetrics
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/dsv4go/dsv4go/dsv4"
 )
 
 // TestTokenBuckets: vLLM's build_1_2_5_buckets.
@@ -118,4 +122,64 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestObserve: chunks pass through unchanged and are recorded; a stream
+// error ends the unfinished choices as error (abort when the context is
+// done), a consumer that stops early as abort; a nil Requests passes the
+// stream as it is.
+func TestObserve(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	q, err := NewRequests(reg, "m", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := func(fail error) func(func(*dsv4.ChatChunk, error) bool) {
+		return func(yield func(*dsv4.ChatChunk, error) bool) {
+			for _, ch := range []*dsv4.ChatChunk{
+				{Index: 0, RunningUsage: &dsv4.Usage{PromptTokens: 4}},
+				{Index: 0, RunningUsage: &dsv4.Usage{PromptTokens: 4, CompletionTokens: 1}},
+				{Index: 1, RunningUsage: &dsv4.Usage{PromptTokens: 4, CompletionTokens: 2}, FinishReason: "length"},
+			} {
+				if !yield(ch, nil) {
+					return
+				}
+			}
+			if fail != nil {
+				yield(nil, fail)
+				return
+			}
+			yield(&dsv4.ChatChunk{Index: 0, RunningUsage: &dsv4.Usage{PromptTokens: 4, CompletionTokens: 3}, FinishReason: "stop"}, nil)
+			yield(&dsv4.ChatChunk{Index: -1, Usage: &dsv4.Usage{PromptTokens: 4, CompletionTokens: 5}}, nil)
+		}
+	}
+	ctx := context.Background()
+	n := 0
+	for range q.Observe(ctx, time.Now(), chunks(nil)) {
+		n++
+	}
+	if n != 5 {
+		t.Errorf("%d chunks passed", n)
+	}
+	for range q.Observe(ctx, time.Now(), chunks(errors.New("engine"))) {
+	}
+	for range q.Observe(ctx, time.Now(), chunks(nil)) {
+		break // the client went away
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for range q.Observe(done, time.Now(), chunks(errors.New("cancelled"))) {
+	}
+	for reason, want := range map[string]float64{"stop": 1, "length": 3, "error": 1, "abort": 2} {
+		if got := counterValue(t, q.success.WithLabelValues(reason)); got != want {
+			t.Errorf("%s = %v, want %v", reason, got, want)
+		}
+	}
+	if got := counterValue(t, q.genTokens); got != 5+3+0+3 { // per run: both choices; up to the error; none; up to the error
+		t.Errorf("generation tokens %v", got)
+	}
+	var nilQ *Requests
+	if s := nilQ.Observe(ctx, time.Now(), chunks(nil)); s == nil {
+		t.Error("nil Requests: nil stream")
+	}
 }

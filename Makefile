@@ -71,7 +71,7 @@ CUDA_GOENV    = CGO_LDFLAGS="$${CGO_LDFLAGS:--O2 -g} -Wl,--defsym=dsv4cuda_lib_$
 # The standalone CUDA tools of tools/ (run on the GPU machine). Two of them compile kernel
 # sources of the library directly, so .ci/cuda-build builds them too: stream_trace called an old
 # signature of dsv4c_qgemv_stream for a whole session before anyone noticed.
-CUDA_TOOLS = out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace out/cuda/large_parts out/cuda/large_trace out/cuda/xlat out/cuda/floor
+CUDA_TOOLS = out/cuda/ceiling out/cuda/decode_probe out/cuda/stream_trace out/cuda/large_parts out/cuda/large_trace out/cuda/xlat out/cuda/floor out/cuda/clusters
 CUDA_TOOL_DEPS = $(wildcard $(CUDA_DIR)/csrc/*.cu $(CUDA_DIR)/csrc/*.cuh $(CUDA_DIR)/csrc/*.h) tools/cuda_check.h tools/cuda_large_bufs.h
 CUDA_TOOL_L    = $(if $(CUDA_LIBDIR),-L$(dir $(CUDA_LIBDIR)))
 cuda-tools: $(CUDA_TOOLS)
@@ -88,6 +88,9 @@ out/cuda/decode_probe: tools/cuda_decode_probe.cu $(CUDA_TOOL_DEPS)
 out/cuda/floor: tools/cuda_floor.cu tools/cuda_check.h
 	@mkdir -p out/cuda
 	$(NVCC) -O3 -std=c++17 $(GENCODE) $(CUDA_TOOL_L) -o $@ $<
+out/cuda/clusters: tools/cuda_clusters.cu
+	@mkdir -p out/cuda
+	$(NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a $(CUDA_TOOL_L) -o $@ $<
 out/cuda/stream_trace: tools/cuda_stream_trace.cu $(CUDA_TOOL_DEPS)
 	@mkdir -p out/cuda
 	$(NVCC) -O3 -std=c++17 $(GENCODE) $(CUDA_TOOL_L) -I$(CUDA_DIR)/csrc -o $@ $<

@@ -59,7 +59,9 @@
 // DSV4GO_GEMV3_SPLIT=0 keeps a warp's last loop step whole (one matrix),
 // DSV4GO_GEMV3_PRE=n the units issued before the wait, DSV4GO_GEMV3_LD=0 / 1 schedules the
 // next grid at the wait / once x is staged, DSV4GO_GEMV3_CL=n sets the cluster size of its K
-// split (1: none), DSV4GO_GEMV3_SMALL=0 turns the 4-deep rings off, DSV4GO_GEMV3_GROUPED=0
+// split (1: none), DSV4GO_GEMV3_CLA=n launches the grids without a K split in clusters of n
+// blocks they do not use (default: 2 for the predecode kernel at M = 9..16, else 1: none),
+// DSV4GO_GEMV3_SMALL=0 turns the 4-deep rings off, DSV4GO_GEMV3_GROUPED=0
 // keeps grouped launches off it, DSV4GO_GEMV3_FLAT=0 puts them in its power-of-two layout
 // (whole row tiles per warp), DSV4GO_GEMV3_GPRE=n sets the units they issue before staging
 // x, DSV4GO_GEMV3_GXF=0 loads x after those, DSV4GO_GEMV3_RPRE=n sets the units issued before

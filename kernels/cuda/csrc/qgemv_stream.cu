@@ -672,6 +672,15 @@ struct Launch {
   Launch &operator=(const Launch &) = delete;
 };
 
+// launch_cl is the cluster size a launch of grid blocks that does not split K over a cluster
+// asks for: def, or n with DSV4GO_GEMV3_CLA=n (a benchmark knob), where it divides the grid, else
+// 1. The blocks do not use the cluster; being launched in clusters changes where they are placed.
+inline int launch_cl(long long grid, int def) {
+  static const int cla = env_int("DSV4GO_GEMV3_CLA", 0);
+  const int n = cla > 0 ? cla : def;
+  return n > 1 && n <= 8 && grid % n == 0 ? n : 1;
+}
+
 // cluster_fits returns 0 if the current device can make at least one cluster of cl blocks of
 // kern resident, each with smem bytes of dynamic shared memory (call it with the most the kernel
 // may ask for), else DSV4C_ERR_SHAPE, so that the caller declines instead of failing the launch
@@ -762,7 +771,7 @@ int launch_depth(int upw, const void *w, const void *sc, int ntiles, int K, floa
                                   : upw <= 4              ? upw
                                                           : 2);
   (void)cudaGetLastError(); // clear a stale error of an earlier runtime call
-  Launch lc(gp.G * gp.bpg * gp.cl, smem, st, pdl, gp.cl);
+  Launch lc(gp.G * gp.bpg * gp.cl, smem, st, pdl, CLU ? gp.cl : launch_cl((long long)gp.G * gp.bpg, 1));
   const int r = (int)cudaLaunchKernelEx(&lc.cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K,
                                        alpha, (const __nv_bfloat16 *)x, y, M, N, R, lgkw, accumulate,
                                        probe, pre, ldp, split && gp.G == 1 && !probe ? 1 : 0, gp);
@@ -1027,7 +1036,13 @@ int launch_predec_cfg(const void *w, const void *sc, int ntiles, int K, float al
   static const int ldp = env_int("DSV4GO_GEMV3_PDLD", 0);
   static const bool pdl = env_int("DSV4GO_GEMV3_PDL", 1) != 0;
   (void)cudaGetLastError();
-  Launch lc((ntiles + RW - 1) / RW * cl, smem, st, pdl, CLU ? cl : 1);
+  // Two token tiles (M = 9..16) in pairs of blocks (clusters of 2 the kernel does not use): same
+  // call (2026-12-01 16:45, cudabench, NVFP4 at M = 16, two runs, us), expert w1/w3 4.74 / 4.69
+  // against 5.23 / 5.25, w2 5.21 / 5.22 against 5.30 / 5.32; at M <= 8 (one token tile) within
+  // 1 %, so left alone there. Clusters of 4: w1/w3 5.27 / 5.25, w2 4.96 / 4.97 at M = 16, but
+  // 0.4-0.5 us slower at M = 1 and 4. DSV4GO_GEMV3_CLA=n sets n for every launch without a K
+  // split (1: none).
+  Launch lc((ntiles + RW - 1) / RW * cl, smem, st, pdl, CLU ? cl : launch_cl((ntiles + RW - 1) / RW, MT == 2 && cluster_ok() ? 2 : 1));
   return (int)cudaLaunchKernelEx(&lc.cfg, kern, (const uint4 *)w, (const uint8_t *)sc, ntiles, K, alpha,
                                  (const __nv_bfloat16 *)x, y, M, N, accumulate, ldp, lgcl);
 }

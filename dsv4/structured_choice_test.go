@@ -272,3 +272,24 @@ func TestChoiceRegexErrors(t *testing.T) {
 		t.Fatalf("got %q (%s)", *c.Message.Content, c.FinishReason)
 	}
 }
+
+// TestChoiceThinking checks that in thinking mode the reasoning is not
+// constrained and the content after </think> is one of the choices.
+func TestChoiceThinking(t *testing.T) {
+	e := tinyEngine(t)
+	r := chatReq(tinyArithQ, "", 160)
+	r.ChatTemplateKwargs = map[string]any{"thinking": true}
+	r.StructuredOutputs = &dsv4.StructuredOutputs{Choice: []string{"391", "392", "no idea"}}
+	resp, err := e.Chat(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.Choices[0]
+	if c.Message.ReasoningContent == nil || *c.Message.ReasoningContent == "" {
+		t.Fatalf("reasoning %v", c.Message.ReasoningContent)
+	}
+	if c.FinishReason != "stop" || c.Message.Content == nil || !slices.Contains([]string{"391", "392", "no idea"}, *c.Message.Content) {
+		t.Fatalf("content %v, finish %q", c.Message.Content, c.FinishReason)
+	}
+	t.Logf("reasoning %q, content %q", *c.Message.ReasoningContent, *c.Message.Content)
+}

@@ -68,6 +68,7 @@ type SyntaxError struct {
 	Hint string // what the error most likely stands for ("" if nothing)
 }
 
+// Error reports the parser's message, with the hint if any.
 func (e *SyntaxError) Error() string {
 	if e.Hint != "" {
 		return "invalid regular expression: " + e.Err.Error() + " (" + e.Hint + ")"
@@ -93,17 +94,19 @@ func hint(err error) string {
 	return ""
 }
 
+// Unwrap returns the *syntax.Error.
 func (e *SyntaxError) Unwrap() error { return e.Err }
 
 // UnsupportedError is a construct that parses but that a full-match
 // constraint does not implement: anchors and word boundaries other than a
-// leading ^ / \A and a trailing $ / \z, and NUL characters (vLLM refuses
-// them too).
+// leading ^ / \A and a trailing $ / \z, NUL characters (vLLM refuses
+// them too), and a pattern that matches no text at all.
 type UnsupportedError struct {
 	Construct string // e.g. "^", "$", `\b`
 	Msg       string
 }
 
+// Error names the construct and why it is refused.
 func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("unsupported %s: %s", e.Construct, e.Msg)
 }
@@ -115,6 +118,7 @@ type LimitError struct {
 	Limit int
 }
 
+// Error gives the size and the limit.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("too large: %d %s, at most %d", e.Got, e.What, e.Limit)
 }
@@ -124,6 +128,7 @@ type ChoiceError struct {
 	Msg string
 }
 
+// Error returns Msg.
 func (e *ChoiceError) Error() string { return e.Msg }
 
 // Grammar is a compiled pattern. It is safe for concurrent use; its DFA
@@ -242,8 +247,11 @@ func build(re *syntax.Regexp) (*Grammar, error) {
 		return nil, &LimitError{What: "program instructions", Got: len(prog.Inst), Limit: MaxInsts}
 	}
 	g := &Grammar{prog: prog, ranges: make([][]rune, len(prog.Inst)), nodes: map[string]*node{}, marks: make([]uint32, len(prog.Inst))}
+	live := liveInsts(prog)
 	for pc := range prog.Inst {
-		g.ranges[pc] = instRanges(&prog.Inst[pc])
+		if live[pc] { // a rune thread that can never match is never started
+			g.ranges[pc] = instRanges(&prog.Inst[pc])
+		}
 	}
 	g.dead = &node{}
 	g.mu.Lock()
@@ -251,7 +259,49 @@ func build(re *syntax.Regexp) (*Grammar, error) {
 	match := g.closure(uint32(prog.Start), &ts)
 	g.start = g.intern(ts, match)
 	g.mu.Unlock()
+	if g.start == g.dead {
+		return nil, &UnsupportedError{Construct: "pattern", Msg: "it matches no text (an empty class)"}
+	}
 	return g, nil
+}
+
+// liveInsts marks the instructions from which a match can be reached.
+func liveInsts(prog *syntax.Prog) []bool {
+	preds := make([][]uint32, len(prog.Inst))
+	for pc := range prog.Inst {
+		in := &prog.Inst[pc]
+		switch in.Op {
+		case syntax.InstAlt, syntax.InstAltMatch:
+			preds[in.Arg] = append(preds[in.Arg], uint32(pc))
+			preds[in.Out] = append(preds[in.Out], uint32(pc))
+		case syntax.InstRune:
+			if len(in.Rune) == 0 { // an empty class matches nothing
+				continue
+			}
+			preds[in.Out] = append(preds[in.Out], uint32(pc))
+		case syntax.InstCapture, syntax.InstNop, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+			preds[in.Out] = append(preds[in.Out], uint32(pc))
+		}
+	}
+	live := make([]bool, len(prog.Inst))
+	var q []uint32
+	for pc := range prog.Inst {
+		if prog.Inst[pc].Op == syntax.InstMatch {
+			live[pc] = true
+			q = append(q, uint32(pc))
+		}
+	}
+	for len(q) > 0 {
+		pc := q[len(q)-1]
+		q = q[:len(q)-1]
+		for _, p := range preds[pc] {
+			if !live[p] {
+				live[p] = true
+				q = append(q, p)
+			}
+		}
+	}
+	return live
 }
 
 // stripLeft removes the ^ / \A anchors at the leftmost position of re.
@@ -394,6 +444,9 @@ func (g *Grammar) closure(pc uint32, ts *[]thread) bool {
 	return g.follow(pc, ts)
 }
 
+// follow adds the rune threads reachable from pc without input, skipping
+// instructions already marked in this generation, and reports whether a
+// match is reachable. g.mu must be held.
 func (g *Grammar) follow(pc uint32, ts *[]thread) bool {
 	match := false
 	stack := []uint32{pc}
@@ -413,7 +466,9 @@ func (g *Grammar) follow(pc uint32, ts *[]thread) bool {
 		case syntax.InstMatch:
 			match = true
 		case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
-			*ts = append(*ts, mkThread(pc, 0, 0))
+			if g.ranges[pc] != nil { // live
+				*ts = append(*ts, mkThread(pc, 0, 0))
+			}
 		}
 		// InstFail and InstEmptyWidth (none are left) end the thread.
 	}

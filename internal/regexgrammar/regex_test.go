@@ -136,6 +136,7 @@ func TestCompileErrors(t *testing.T) {
 		{`a\B`, &ue, `unsupported \B`},
 		{`(^a)*`, &ue, `unsupported ^`},
 		{"a\x00", &ue, `NUL`},
+		{`a[^\x00-\x{10FFFF}]`, &ue, `matches no text`},
 		{strings.Repeat("a", MaxPatternBytes+1), &le, `pattern bytes`},
 		{`(?:\pL{1000}){100}`, &se, `invalid repeat count`},
 		{strings.Repeat(`[a-z]{1000}`, 101), &le, `program instructions`},
@@ -277,7 +278,7 @@ func TestAgreesWithRegexp(t *testing.T) {
 // or accepts some byte.
 func TestNoDeadState(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, p := range append(agreePatterns, `[\x{10000}-\x{10FFFF}]é`, `[α-ω]+€`) {
+	for _, p := range append(agreePatterns, `[\x{10000}-\x{10FFFF}]é`, `[α-ω]+€`, `ab[^\x00-\x{10FFFF}]|ac`, `(a[^\x00-\x{10FFFF}])*b`) {
 		g, err := Compile(p)
 		if err != nil {
 			t.Fatal(err)

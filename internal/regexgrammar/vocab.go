@@ -88,6 +88,7 @@ func (v *Vocab) Allowed(s *State, dst []uint64) {
 	v.walk(s.g, 0, s.n, dst)
 }
 
+// walk sets the tokens below trie node ni, reached in DFA state n.
 func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64) {
 	nd := v.nodes[ni]
 	for c := nd.child; c < nd.child+nd.nChild; c++ {

@@ -453,7 +453,7 @@ func (r *ChatRequest) toolConstraint() (*OutputConstraint, string, error) {
 // constraint returns the output constraint of response_format or
 // structured_outputs (nil: none).
 func (r *ChatRequest) constraint() (*OutputConstraint, error) {
-	return requestConstraint(r.ResponseFormat, r.StructuredOutputs)
+	return requestConstraint(r.ResponseFormat, &r.RequestSampling)
 }
 
 // forcer returns the scheduler hook that forces the tool-call opening after

@@ -142,7 +142,7 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	if req.Suffix != nil && *req.Suffix != "" {
 		return nil, paramErr("suffix", "not supported")
 	}
-	con, err := requestConstraint(req.ResponseFormat, req.StructuredOutputs)
+	con, err := requestConstraint(req.ResponseFormat, &req.RequestSampling)
 	if err != nil {
 		return nil, err
 	}

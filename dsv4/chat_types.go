@@ -136,16 +136,27 @@ type RequestSampling struct {
 	PromptLogprobs *int `json:"prompt_logprobs,omitempty"`
 	// StructuredOutputs is vLLM's structured_outputs extra field: "json"
 	// (a JSON Schema) or "json_object": true constrain the output as
-	// response_format json_schema / json_object do (see OutputConstraint;
-	// at most one constraint per request, a 400 otherwise, as vLLM). Its
-	// other constraints (regex, choice, grammar, structural_tag) are a
-	// *ParamError naming them: not supported.
+	// response_format json_schema / json_object do, "choice" to exactly
+	// one of a list of strings (ChoiceConstraint), "regex" to a full match
+	// of a pattern (RegexConstraint); see OutputConstraint. At most one
+	// constraint per request, a 400 otherwise, as vLLM. grammar and
+	// structural_tag are a *ParamError naming them: not supported.
 	StructuredOutputs *StructuredOutputs `json:"structured_outputs,omitempty"`
+	// GuidedChoice and GuidedRegex are vLLM's legacy top-level
+	// guided_choice and guided_regex (before structured_outputs replaced
+	// them): read as structured_outputs choice and regex when
+	// structured_outputs is absent (ignored otherwise); errors name them
+	// (param guided_choice / guided_regex).
+	GuidedChoice []string `json:"guided_choice,omitempty"`
+	GuidedRegex  *string  `json:"guided_regex,omitempty"`
 }
 
 // StructuredOutputs is vLLM's structured_outputs request field
-// (StructuredOutputsParams). Only JSON and JSONObject are enforced; the
-// other fields are refused when set.
+// (StructuredOutputsParams). JSON, JSONObject, Regex and Choice are
+// enforced (one of them per request); Grammar and StructuralTag are
+// refused when set. A field counts as set when present, even empty, as
+// vLLM counts the fields that are not None: "choice": [] is a 400 (no
+// choices), "regex": "" allows only the empty output.
 type StructuredOutputs struct {
 	JSON       json.RawMessage `json:"json,omitempty"`
 	JSONObject *bool           `json:"json_object,omitempty"`

@@ -84,8 +84,12 @@
 // xgrammar: each step masks the tokens whose bytes cannot continue a value
 // of the schema, and EOS waits for a complete value ([OutputConstraint];
 // the schema subset, limits and the 400 for unsupported keywords are
-// described at [JSONSchemaConstraint]). In thinking mode only the content
-// after </think> is constrained.
+// described at [JSONSchemaConstraint]). So are vLLM's structured_outputs
+// choice and regex (and the legacy guided_choice / guided_regex): the
+// output is exactly one of the choices, or matches the pattern in full,
+// with EOS only on a complete match ([ChoiceConstraint],
+// [RegexConstraint]). In thinking mode only the content after </think> is
+// constrained.
 //
 // [Engine.Chat] and [Engine.ChatStream] take a [ChatRequest], the OpenAI
 // chat-completions request (with the sampling extensions of SGLang and

@@ -7,9 +7,11 @@ import (
 	"math"
 	mbits "math/bits"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/dsv4go/dsv4go/internal/jsongrammar"
+	"github.com/dsv4go/dsv4go/internal/regexgrammar"
 	"github.com/dsv4go/dsv4go/tokenizer"
 )
 
@@ -34,14 +36,22 @@ import (
 // tokens (with ignore_eos) are not constrained, as vLLM stops matching a
 // terminated grammar.
 //
-// Build one with JSONObjectConstraint or JSONSchemaConstraint. It is
+// The same masking serves vLLM's structured_outputs choice and regex
+// (ChoiceConstraint, RegexConstraint): the output is then text that
+// matches the pattern in full, EOS allowed only on a complete match and
+// generation ending (finish_reason "stop") once nothing can follow it.
+//
+// Build one with JSONObjectConstraint, JSONSchemaConstraint,
+// ChoiceConstraint or RegexConstraint. It is
 // immutable apart from its mask cache and safe for concurrent use: the
 // choices of one request share it, and with it the cache of the masks of
 // the states they reach.
 type OutputConstraint struct {
 	g  *jsongrammar.Grammar
+	rg *regexgrammar.Grammar // choice and regex (g nil then)
 	mu sync.Mutex
 	m  map[*jsongrammar.Vocab]*jsongrammar.Masker
+	rm map[*regexgrammar.Vocab]*regexgrammar.Masker
 }
 
 // JSONObjectConstraint returns the constraint of response_format
@@ -93,27 +103,134 @@ func compileSchema(schema []byte, param string) (*OutputConstraint, error) {
 	return &OutputConstraint{g: g}, nil
 }
 
-// masker returns the constraint's Masker over v.
-func (c *OutputConstraint) masker(v *jsongrammar.Vocab) *jsongrammar.Masker {
+// Limits on the choice and regex constraints (see ChoiceConstraint and
+// RegexConstraint).
+const (
+	MaxRegexBytes  = regexgrammar.MaxPatternBytes // 16 KiB of pattern
+	MaxChoiceList  = regexgrammar.MaxChoices      // 4096 choices
+	MaxChoiceBytes = regexgrammar.MaxChoiceBytes  // 64 KiB of choices in all
+)
+
+// ChoiceConstraint returns the constraint of vLLM's structured_outputs
+// choice (and the legacy guided_choice): the output is exactly one of
+// choices, byte for byte (vLLM compiles them to the grammar of their
+// alternation). Choices may repeat; an empty one lets the output be
+// empty. Where one choice is a prefix of another, EOS is allowed after
+// the shorter and the model decides. Errors (*ParamError, param
+// structured_outputs.choice): no choices, a NUL character, more than
+// MaxChoiceList choices or MaxChoiceBytes in all.
+func ChoiceConstraint(choices []string) (*OutputConstraint, error) {
+	return compileChoice(choices, "structured_outputs.choice")
+}
+
+func compileChoice(choices []string, param string) (*OutputConstraint, error) {
+	g, err := regexgrammar.Choice(choices)
+	if err != nil {
+		return nil, &ParamError{Param: param, Msg: err.Error()}
+	}
+	return &OutputConstraint{rg: g}, nil
+}
+
+// RegexConstraint returns the constraint of vLLM's structured_outputs
+// regex (and the legacy guided_regex): the output must match pattern in
+// full. The syntax is Go's regexp/syntax with Perl flags (classes, \d \w
+// \s, \pL, {m,n}, lazy quantifiers, groups, (?i), (?s)), the common
+// ground of Python's re and xgrammar; a leading ^ and a trailing $ are
+// allowed (full match either way). Errors (*ParamError, param
+// structured_outputs.regex, as vLLM answers a regex xgrammar cannot
+// compile with a 400): syntax Go does not parse (backreferences,
+// lookaround), anchors or word boundaries anywhere else (^ and $ inside,
+// (?m), \b), a NUL character, a pattern of more than MaxRegexBytes or a
+// program of more than 100,000 instructions (internal/regexgrammar).
+func RegexConstraint(pattern string) (*OutputConstraint, error) {
+	return compileRegex(pattern, "structured_outputs.regex")
+}
+
+func compileRegex(pattern, param string) (*OutputConstraint, error) {
+	g, err := regexgrammar.Compile(pattern)
+	if err != nil {
+		return nil, &ParamError{Param: param, Msg: err.Error()}
+	}
+	return &OutputConstraint{rg: g}, nil
+}
+
+// cursor returns a generation's position at the start of c, masked over v.
+func (c *OutputConstraint) cursor(v *constraintVocab) grammarCursor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.rg != nil {
+		rv := v.regexVocab()
+		if c.rm == nil {
+			c.rm = map[*regexgrammar.Vocab]*regexgrammar.Masker{}
+		}
+		m := c.rm[rv]
+		if m == nil {
+			m = regexgrammar.NewMasker(rv)
+			c.rm[rv] = m
+		}
+		return &regexCursor{m: m, st: c.rg.Start()}
+	}
 	if c.m == nil {
 		c.m = map[*jsongrammar.Vocab]*jsongrammar.Masker{}
 	}
-	m := c.m[v]
+	m := c.m[v.v]
 	if m == nil {
-		m = jsongrammar.NewMasker(v)
-		c.m[v] = m
+		m = jsongrammar.NewMasker(v.v)
+		c.m[v.v] = m
 	}
-	return m
+	return &jsonCursor{m: m, st: c.g.Start()}
 }
+
+// grammarCursor is one generation's position in its constraint's
+// automaton (JSON or regex) with the masker of its vocabulary.
+type grammarCursor interface {
+	// allowed returns the bitset of the tokens that can follow (shared:
+	// not to be modified).
+	allowed() []uint64
+	feed(b []byte) bool
+	accepting() bool
+	done() bool
+}
+
+type jsonCursor struct {
+	m   *jsongrammar.Masker
+	st  *jsongrammar.State
+	key []byte
+}
+
+func (j *jsonCursor) allowed() []uint64 {
+	bits, key := j.m.Allowed(j.st, j.key)
+	j.key = key
+	return bits
+}
+func (j *jsonCursor) feed(b []byte) bool { return j.st.FeedBytes(b) }
+func (j *jsonCursor) accepting() bool    { return j.st.Accepting() }
+func (j *jsonCursor) done() bool         { return j.st.Done() }
+
+type regexCursor struct {
+	m  *regexgrammar.Masker
+	st *regexgrammar.State
+}
+
+func (r *regexCursor) allowed() []uint64  { return r.m.Allowed(r.st) }
+func (r *regexCursor) feed(b []byte) bool { return r.st.FeedBytes(b) }
+func (r *regexCursor) accepting() bool    { return r.st.Accepting() }
+func (r *regexCursor) done() bool         { return r.st.Done() }
 
 // constraintVocab is an engine's vocabulary prepared for constrained
 // decoding: the bytes of each token id (nil for special and added tokens)
-// and their tries.
+// and their tries (the regex one built on first use).
 type constraintVocab struct {
-	bytes [][]byte
-	v     *jsongrammar.Vocab
+	bytes  [][]byte
+	v      *jsongrammar.Vocab
+	rvOnce sync.Once
+	rv     *regexgrammar.Vocab
+}
+
+// regexVocab returns the vocabulary's trie for regex masking.
+func (v *constraintVocab) regexVocab() *regexgrammar.Vocab {
+	v.rvOnce.Do(func() { v.rv = regexgrammar.NewVocab(v.bytes) })
+	return v.rv
 }
 
 // newConstraintVocab prepares tok's vocabulary, padded to vocab ids.
@@ -151,18 +268,16 @@ func (e *Engine) constraintVocab() *constraintVocab {
 // constrained is one generation's position in its OutputConstraint.
 type constrained struct {
 	vocab  *constraintVocab
-	m      *jsongrammar.Masker
-	st     *jsongrammar.State
+	st     grammarCursor
 	after  int32 // the token that activates the constraint (</think>), -1: active from the start
 	active bool
 	done   bool // a stop token ended the value, or a token was refused: no more masking
 	dead   bool // the last mask allowed no token and the value is incomplete
 	eos    []int32
-	key    []byte
 }
 
 func newConstrained(c *OutputConstraint, v *constraintVocab, after int32, eos []int32) *constrained {
-	return &constrained{vocab: v, m: c.masker(v.v), st: c.g.Start(), after: after, active: after < 0, eos: eos}
+	return &constrained{vocab: v, st: c.cursor(v), after: after, active: after < 0, eos: eos}
 }
 
 // masking reports whether the next token is constrained.
@@ -177,8 +292,7 @@ func (c *constrained) masking() bool { return c != nil && c.active && !c.done }
 // unless ignored, and stop_token_ids); when only stop tokens are allowed
 // and there are none, the model's EOS ids are.
 func (c *constrained) mask(logits, dst []float32, stops []int32) ([]float32, bool) {
-	bits, key := c.m.Allowed(c.st, c.key)
-	c.key = key
+	bits := c.st.allowed()
 	dst = dst[:len(logits)]
 	copy(dst, logits)
 	ninf := float32(math.Inf(-1))
@@ -209,9 +323,9 @@ func (c *constrained) mask(logits, dst []float32, stops []int32) ([]float32, boo
 			off &= off - 1
 		}
 	}
-	onlyStop := c.st.Done() || none
-	c.dead = none && !c.st.Accepting()
-	if c.st.Accepting() || none {
+	onlyStop := c.st.done() || none
+	c.dead = none && !c.st.accepting()
+	if c.st.accepting() || none {
 		if len(stops) == 0 && onlyStop {
 			stops = c.eos
 		}
@@ -227,7 +341,7 @@ func (c *constrained) mask(logits, dst []float32, stops []int32) ([]float32, boo
 // completed reports whether a stop token ended a complete value, or an
 // incomplete one that no token could continue.
 func (c *constrained) completed() bool {
-	return c != nil && c.done && (c.st.Accepting() || c.dead)
+	return c != nil && c.done && (c.st.accepting() || c.dead)
 }
 
 // observe advances the constraint past an output token (sampled or
@@ -242,7 +356,7 @@ func (c *constrained) observe(tok int32, stop bool) {
 		c.active = tok == c.after
 		return
 	}
-	if stop || slices.Contains(c.eos, tok) || tok < 0 || int(tok) >= len(c.vocab.bytes) || !c.st.FeedBytes(c.vocab.bytes[tok]) {
+	if stop || slices.Contains(c.eos, tok) || tok < 0 || int(tok) >= len(c.vocab.bytes) || !c.st.feed(c.vocab.bytes[tok]) {
 		c.done = true
 	}
 }
@@ -305,18 +419,29 @@ func responseFormatConstraint(raw json.RawMessage, param string) (*OutputConstra
 // tokenizer.Tokenizer (token bytes are needed to mask).
 var errNoConstraintVocab = errors.New("structured outputs need the engine's tokenizer (token bytes); this engine has none")
 
-// requestConstraint returns the constraint of a request's response_format
-// and structured_outputs (nil: none); both asking for one is a
-// *ParamError, as vLLM allows one kind of constraint per request.
-func requestConstraint(rf json.RawMessage, so *StructuredOutputs) (*OutputConstraint, error) {
+// requestConstraint returns the constraint of a request's response_format,
+// structured_outputs and legacy guided_choice / guided_regex (nil: none).
+// As vLLM, one kind of constraint per request: two kinds in
+// structured_outputs, or structured_outputs with response_format, are a
+// *ParamError (param structured_outputs). The legacy fields are read, as
+// vLLM read them before it dropped them, only when structured_outputs is
+// absent, and then as its choice and regex (both set: the same error).
+func requestConstraint(rf json.RawMessage, rs *RequestSampling) (*OutputConstraint, error) {
 	c, err := responseFormatConstraint(rf, "response_format")
-	if err != nil || so == nil {
+	if err != nil {
 		return c, err
 	}
+	so, prefix := rs.StructuredOutputs, "structured_outputs."
+	if so == nil && (rs.GuidedChoice != nil || rs.GuidedRegex != nil) {
+		so, prefix = &StructuredOutputs{Choice: rs.GuidedChoice, Regex: rs.GuidedRegex}, "guided_"
+	}
+	if so == nil {
+		return c, nil
+	}
 	var sc *OutputConstraint
-	n := 0
+	var kinds []string
 	if j := bytes.TrimSpace(so.JSON); len(j) > 0 && !bytes.Equal(j, []byte("null")) {
-		n++
+		kinds = append(kinds, "json")
 		if j[0] == '"' { // vLLM accepts the schema as a JSON string too
 			var s string
 			if err := json.Unmarshal(j, &s); err != nil {
@@ -329,19 +454,38 @@ func requestConstraint(rf json.RawMessage, so *StructuredOutputs) (*OutputConstr
 		}
 	}
 	if so.JSONObject != nil && *so.JSONObject {
-		n++
+		kinds = append(kinds, "json_object")
 		sc = JSONObjectConstraint()
+	}
+	if so.Regex != nil {
+		kinds = append(kinds, "regex")
+		if sc, err = compileRegex(*so.Regex, prefix+"regex"); err != nil {
+			return nil, err
+		}
+	}
+	if so.Choice != nil {
+		kinds = append(kinds, "choice")
+		if sc, err = compileChoice(so.Choice, prefix+"choice"); err != nil {
+			return nil, err
+		}
 	}
 	for _, x := range []struct {
 		name string
 		set  bool
-	}{{"regex", so.Regex != nil}, {"choice", so.Choice != nil}, {"grammar", so.Grammar != nil}, {"structural_tag", so.StructuralTag != nil}} {
+	}{{"grammar", so.Grammar != nil}, {"structural_tag", so.StructuralTag != nil}} {
 		if x.set {
-			return nil, paramErr("structured_outputs."+x.name, "not supported (only json and json_object are)")
+			return nil, paramErr("structured_outputs."+x.name, "not supported (json, json_object, regex and choice are)")
 		}
 	}
-	if n > 1 || (n == 1 && c != nil) {
-		return nil, paramErr("structured_outputs", "only one kind of structured outputs constraint is allowed (json, json_object or response_format)")
+	if c != nil {
+		kinds = append(kinds, "response_format")
+	}
+	if len(kinds) > 1 {
+		param := "structured_outputs"
+		if prefix == "guided_" {
+			param = "guided_choice"
+		}
+		return nil, paramErr(param, "only one kind of structured outputs constraint is allowed, got %s", strings.Join(kinds, ", "))
 	}
 	if sc != nil {
 		return sc, nil

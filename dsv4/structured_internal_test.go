@@ -101,7 +101,7 @@ func BenchmarkConstraintMask(b *testing.B) {
 	dst := make([]float32, len(logits))
 	for _, c := range []struct{ name, prefix string }{{"object_start", "{"}, {"string_body", `{"a": "xy`}} {
 		con := newConstrained(JSONObjectConstraint(), cv, -1, []int32{1})
-		if !con.st.FeedBytes([]byte(c.prefix)) {
+		if !con.st.feed([]byte(c.prefix)) {
 			b.Fatal(c.prefix)
 		}
 		b.Run(c.name, func(b *testing.B) {

@@ -178,7 +178,7 @@ func TestStructuredErrors(t *testing.T) {
 		{"size", `{"type":"json_schema","json_schema":{"name":"x","schema":{"description":"` + strings.Repeat("x", 70000) + `"}}}`, "", "response_format.json_schema.schema", "more than 65536"},
 		{"no json_schema", `{"type":"json_schema"}`, "", "response_format.json_schema", "required"},
 		{"structural_tag", `{"type":"structural_tag","structures":[],"triggers":[]}`, "", "response_format.type", "structural_tag is not supported"},
-		{"so regex", "", `{"regex":"a+"}`, "structured_outputs.regex", "not supported"},
+		{"so regex", "", `{"regex":"a{2,1}"}`, "structured_outputs.regex", "invalid repeat count"},
 		{"so two", "", `{"json":{"type":"object"},"json_object":true}`, "structured_outputs", "only one kind"},
 		{"so and rf", `{"type":"json_object"}`, `{"json_object":true}`, "structured_outputs", "only one kind"},
 		{"so bad schema", "", `{"json":{"type":"object","patternProperties":{}}}`, "structured_outputs.json", `"patternProperties"`},

@@ -20,7 +20,8 @@ prompt logprobs (completions echo + logprobs, vLLM's prompt_logprobs, their
 --prompt-tokens-details, prefix caching (cached_tokens, outputs equal to the
 uncached ones), and structured outputs (a Pydantic model through
 chat.completions.parse, json_object, a 400 for an unsupported schema
-keyword). Exit status 0 when every check
+keyword; vLLM's structured_outputs choice / regex and guided_choice /
+guided_regex through extra_body, chat and completions, their 400s). Exit status 0 when every check
 passes; one line per check on stdout. Needs only the `openai` package.
 """
 
@@ -279,6 +280,32 @@ def structured_checks(c, model):
         check("structured outputs: unsupported keyword is a 400", False, "accepted")
     except openai.BadRequestError as e:
         check("structured outputs: unsupported keyword is a 400", '"pattern"' in str(e), e)
+    # vLLM's structured_outputs choice / regex and the legacy guided_* fields, as extra_body
+    import re
+    choices = ["positive", "negative", "neutral"]
+    pattern = r"[0-9]{2,3} (km|mi)"
+    for name, body, ok in [
+        ("structured_outputs.choice", {"structured_outputs": {"choice": choices}}, lambda s: s in choices),
+        ("guided_choice", {"guided_choice": choices}, lambda s: s in choices),
+        ("structured_outputs.regex", {"structured_outputs": {"regex": pattern}}, lambda s: re.fullmatch(pattern, s)),
+        ("guided_regex", {"guided_regex": pattern}, lambda s: re.fullmatch(pattern, s)),
+    ]:
+        r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Is the review positive? How far?"}],
+                                      temperature=0.8, seed=2, max_tokens=24, n=2, extra_body=body)
+        for ch in r.choices:
+            check(f"structured outputs: {name} choice {ch.index}", ch.finish_reason == "stop" and ok(ch.message.content or ""),
+                  ch)
+        r = c.completions.create(model=model, prompt="The answer: ", temperature=0.8, seed=3, max_tokens=24, extra_body=body)
+        check(f"structured outputs: {name} (completions)", r.choices[0].finish_reason == "stop" and ok(r.choices[0].text), r.choices[0])
+    for name, body, param in [
+        ("backreference", {"structured_outputs": {"regex": r"(a)\1"}}, "structured_outputs.regex"),
+        ("two kinds", {"structured_outputs": {"choice": ["a"], "regex": "a"}}, "structured_outputs"),
+    ]:
+        try:
+            c.chat.completions.create(model=model, messages=msgs, max_tokens=8, extra_body=body)
+            check(f"structured outputs: {name} is a 400", False, "accepted")
+        except openai.BadRequestError as e:
+            check(f"structured outputs: {name} is a 400", (e.body or {}).get("param") == param, e)
 
 
 def extra_field(obj, name):

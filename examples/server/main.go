@@ -8,9 +8,11 @@
 // enable_thinking, reasoning_effort, logprobs, n, stream_options, vLLM's
 // add_generation_prompt and continue_final_message; response_format
 // json_object / json_schema and vLLM's structured_outputs json /
-// json_object enforced by constrained decoding, a 400 naming an
-// unsupported schema keyword: dsv4.OutputConstraint), POST
-// /v1/completions (response_format and structured_outputs too), GET /v1/models, GET /v1/models/{id} (the list's entry for
+// json_object / choice / regex (and the legacy guided_choice /
+// guided_regex) enforced by constrained decoding, a 400 naming an
+// unsupported schema keyword or regex construct: dsv4.OutputConstraint),
+// POST /v1/completions (response_format, structured_outputs and guided_*
+// too), GET /v1/models, GET /v1/models/{id} (the list's entry for
 // the served name or an alias, e.g. the model path, URL-escaped or not;
 // else 404 model_not_found), GET /health, GET /metrics (Prometheus: TTFT,
 // inter-token latency and end-to-end histograms, running and waiting

@@ -1,0 +1,148 @@
+package regexgrammar
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+)
+
+// Vocab is a tokenizer's vocabulary prepared for masking: a byte trie of
+// its tokens. Build it once per tokenizer; it is immutable and safe for
+// concurrent use.
+type Vocab struct {
+	size  int
+	nodes []trieNode
+	ids   []int32 // token ids, grouped by the node they end at
+}
+
+// trieNode is one node of the trie: its children are nodes[child :
+// child+nChild], the tokens ending at it ids[tok : tok+nTok].
+type trieNode struct {
+	child, nChild, tok, nTok int32
+	label                    byte // the byte on the edge into the node
+}
+
+// NewVocab prepares tokens[id], the bytes of each token id, for masking.
+// Nil or empty entries (special and added tokens) are never allowed.
+func NewVocab(tokens [][]byte) *Vocab {
+	type entry struct {
+		b  []byte
+		id int32
+	}
+	var es []entry
+	for id, b := range tokens {
+		if len(b) > 0 {
+			es = append(es, entry{b, int32(id)})
+		}
+	}
+	slices.SortFunc(es, func(x, y entry) int {
+		if c := bytes.Compare(x.b, y.b); c != 0 {
+			return c
+		}
+		return int(x.id - y.id)
+	})
+	v := &Vocab{size: len(tokens), nodes: []trieNode{{}}}
+	// Breadth first: node covers es[lo:hi], which share their first d bytes.
+	type job struct{ node, lo, hi, d int32 }
+	q := []job{{0, 0, int32(len(es)), 0}}
+	for len(q) > 0 {
+		j := q[0]
+		q = q[1:]
+		lo := j.lo
+		nd := &v.nodes[j.node]
+		nd.tok = int32(len(v.ids))
+		for lo < j.hi && int32(len(es[lo].b)) == j.d {
+			v.ids = append(v.ids, es[lo].id)
+			lo++
+		}
+		nd.nTok = int32(len(v.ids)) - nd.tok
+		nd.child = int32(len(v.nodes))
+		for lo < j.hi {
+			c := es[lo].b[j.d]
+			hi := lo + 1
+			for hi < j.hi && es[hi].b[j.d] == c {
+				hi++
+			}
+			v.nodes = append(v.nodes, trieNode{label: c})
+			v.nodes[j.node].nChild++
+			q = append(q, job{int32(len(v.nodes) - 1), lo, hi, j.d + 1})
+			lo = hi
+		}
+	}
+	return v
+}
+
+// Size is the number of token ids (the length given to NewVocab).
+func (v *Vocab) Size() int { return v.size }
+
+// Words is the length in uint64 words of an Allowed bitset.
+func (v *Vocab) Words() int { return (v.size + 63) / 64 }
+
+// Allowed sets in dst (Words() words, cleared first) the ids of the tokens
+// whose bytes s accepts in full from its position. End-of-sequence tokens
+// are the caller's: allow them when s.Accepting(). Cost: a walk of the
+// token trie pruned at the first byte refused, each edge one cached DFA
+// transition.
+func (v *Vocab) Allowed(s *State, dst []uint64) {
+	clear(dst)
+	v.walk(s.g, 0, s.n, dst)
+}
+
+// walk sets the tokens below trie node ni, reached in DFA state n.
+func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64) {
+	nd := v.nodes[ni]
+	for c := nd.child; c < nd.child+nd.nChild; c++ {
+		ch := &v.nodes[c]
+		nx := g.step(n, ch.label)
+		if nx == g.dead {
+			continue
+		}
+		for _, id := range v.ids[ch.tok : ch.tok+ch.nTok] {
+			dst[id/64] |= 1 << (id % 64)
+		}
+		if ch.nChild > 0 {
+			v.walk(g, c, nx, dst)
+		}
+	}
+}
+
+// MaxCachedMasks bounds a Masker's cache (each entry Vocab.Words() words:
+// 16 KiB for DeepSeek's 129,280 ids).
+const MaxCachedMasks = 256
+
+// Masker computes Allowed for the states of one Grammar and caches the
+// results by DFA state, up to MaxCachedMasks bitsets. It is safe for
+// concurrent use.
+type Masker struct {
+	v     *Vocab
+	mu    sync.Mutex
+	cache map[*node][]uint64
+}
+
+// NewMasker returns a Masker over v.
+func NewMasker(v *Vocab) *Masker {
+	return &Masker{v: v, cache: map[*node][]uint64{}}
+}
+
+// Allowed returns the allowed-token bitset of s (see Vocab.Allowed). The
+// result is shared: the caller must not modify it.
+func (m *Masker) Allowed(s *State) []uint64 {
+	m.mu.Lock()
+	bits, ok := m.cache[s.n]
+	m.mu.Unlock()
+	if ok {
+		return bits
+	}
+	bits = make([]uint64, m.v.Words())
+	m.v.Allowed(s, bits)
+	if !s.n.interned {
+		return bits
+	}
+	m.mu.Lock()
+	if len(m.cache) >= MaxCachedMasks {
+		clear(m.cache)
+	}
+	m.cache[s.n] = bits
+	m.mu.Unlock()
+	return bits
+}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dsv4go/dsv4go/internal/jsongrammar"
 	"github.com/dsv4go/dsv4go/template"
 )
 
@@ -305,7 +306,15 @@ type chatRun struct {
 	// namedFinish: finish_reason "tool_calls" for a named output ended by
 	// a stop (vLLM: tool_choice required); "stop" stays for a named one.
 	namedFinish bool
+	// toolArray: the output is tool_choice "required"'s JSON array of
+	// {"name", "parameters"} objects (several tools, enforced by
+	// toolConstraint); each element is turned into one tool call.
+	toolArray bool
 }
+
+// constrainedTools reports whether tool_choice constrains the output to
+// JSON that is turned into tool calls (no DSML forced or parsed).
+func (run *chatRun) constrainedTools() bool { return run.named != "" || run.toolArray }
 
 func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	if e == nil {
@@ -349,7 +358,11 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	}
 	if tcon != nil && e.constraintVocab() != nil && (!run.thinking || c.thinkEnd >= 0) {
 		// As vLLM: the output is the function's arguments, constrained to
-		// its parameters schema; no DSML is forced or parsed.
+		// its parameters schema, or (required with several tools) the
+		// array of calls; no DSML is forced or parsed.
+		if tname == "" {
+			run.toolArray = true
+		}
 		run.named, run.namedFinish = tname, mode == "required"
 		run.parseTools = false
 	}
@@ -371,7 +384,7 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if run.named == "" && (mode == "required" || mode == "function") && c.toolPrefix != nil {
+	if !run.constrainedTools() && (mode == "required" || mode == "function") && c.toolPrefix != nil {
 		pre := c.toolPrefix(name)
 		pids, err := c.tok.Encode(pre)
 		if err != nil {
@@ -393,11 +406,11 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		return nil, err
 	}
 	run.conAfter = -1
-	if run.named != "" {
+	if run.constrainedTools() {
 		con = tcon
 	}
 	switch {
-	case con == nil, run.named == "" && (mode == "required" || mode == "function"):
+	case con == nil, !run.constrainedTools() && (mode == "required" || mode == "function"):
 		// A forced tool call is the output then, as vLLM gives the tool's
 		// schema precedence over response_format.
 	case run.reasoning && c.thinkEnd < 0:
@@ -414,22 +427,33 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 }
 
 // toolConstraint returns the output constraint that tool_choice imposes
-// and the function it names: for a named function, as vLLM's
-// ChatCompletionRequest._get_json_schema_from_tool, the function's
+// and the function it names, as vLLM's get_json_schema_from_tools
+// (tool_parsers/utils.py) builds it: for a named function, the function's
 // parameters schema; for "required" with exactly one tool, that tool's
-// (vLLM constrains "required" to an array of {name, parameters} objects,
-// whose alternatives our anyOf cannot tell apart with several tools: nil
-// then, and the DSML opening is forced instead). A function without
-// parameters gets any JSON object (vLLM leaves its output unconstrained;
-// arguments must be an object). A schema outside JSONSchemaConstraint's
-// subset is a *ParamError naming tools[i].function.parameters and the
-// keyword, as response_format's is.
+// (one call, as for a named function); for "required" with several tools,
+// vLLM's array: {"type": "array", "minItems": 1, "items": {"anyOf": [...]}}
+// with one alternative per tool, {"properties": {"name": {"type":
+// "string", "enum": [NAME]}, "parameters": PARAMETERS}, "required":
+// ["name", "parameters"]}, and the tools' $defs gathered at the top
+// (the same name with different schemas is a *ParamError, as vLLM refuses
+// it); the name returned is "" then. A function without parameters gets
+// any JSON object (vLLM leaves a named one unconstrained and gives
+// {"type": "object", "properties": {}} in the array; arguments must be an
+// object). A schema outside JSONSchemaConstraint's subset is a
+// *ParamError naming tools[i].function.parameters and the keyword, as
+// response_format's is; under "required" with several tools, more tools
+// than jsongrammar.MaxLive (128), or an array schema over
+// JSONSchemaConstraint's limits (MaxSchemaBytes...), is a *ParamError on
+// tools.
 func (r *ChatRequest) toolConstraint() (*OutputConstraint, string, error) {
 	mode, name := r.toolChoice()
 	switch {
 	case mode == "function":
 	case mode == "required" && len(r.Tools) == 1:
 		name = r.Tools[0].Function.Name
+	case mode == "required" && len(r.Tools) > 1:
+		con, err := r.toolArrayConstraint()
+		return con, "", err
 	default:
 		return nil, "", nil
 	}
@@ -448,6 +472,75 @@ func (r *ChatRequest) toolConstraint() (*OutputConstraint, string, error) {
 		return con, name, nil
 	}
 	return nil, "", nil // an unknown name: validate reports it
+}
+
+// toolArrayConstraint compiles tool_choice "required"'s array schema over
+// r.Tools (see toolConstraint).
+func (r *ChatRequest) toolArrayConstraint() (*OutputConstraint, error) {
+	if len(r.Tools) > jsongrammar.MaxLive {
+		return nil, paramErr("tools", "tool_choice \"required\" supports at most %d tools, got %d", jsongrammar.MaxLive, len(r.Tools))
+	}
+	defs := map[string]json.RawMessage{}
+	alts := make([]json.RawMessage, len(r.Tools))
+	for i, t := range r.Tools {
+		param := fmt.Sprintf("tools[%d].function.parameters", i)
+		ps := bytes.TrimSpace(t.Function.Parameters)
+		if len(ps) == 0 || bytes.Equal(ps, []byte("null")) {
+			ps = []byte(`{"type":"object","properties":{}}`)
+		} else {
+			// Each schema alone first, so that an error names its tool.
+			if _, err := compileSchema(ps, param); err != nil {
+				return nil, err
+			}
+			var top map[string]json.RawMessage
+			if err := json.Unmarshal(ps, &top); err != nil {
+				return nil, paramErr(param, "must be a JSON object (a JSON Schema)")
+			}
+			if d, ok := top["$defs"]; ok {
+				var ds map[string]json.RawMessage
+				if err := json.Unmarshal(d, &ds); err != nil {
+					return nil, paramErr(param, "$defs must be an object")
+				}
+				for k, v := range ds {
+					if old, ok := defs[k]; ok {
+						if !sameJSON(old, v) {
+							return nil, paramErr(param, "$defs %q differs from another tool's: not supported (vLLM refuses it too)", k)
+						}
+						continue
+					}
+					defs[k] = v
+				}
+				delete(top, "$defs")
+				var err error
+				if ps, err = json.Marshal(top); err != nil {
+					return nil, paramErr(param, "%s", err)
+				}
+			}
+		}
+		name, _ := json.Marshal(t.Function.Name)
+		alts[i] = json.RawMessage(fmt.Sprintf(`{"properties":{"name":{"type":"string","enum":[%s]},"parameters":%s},"required":["name","parameters"]}`, name, ps))
+	}
+	schema := map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"anyOf": alts}}
+	if len(defs) > 0 {
+		schema["$defs"] = defs
+	}
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, paramErr("tools", "%s", err)
+	}
+	return compileSchema(b, "tools")
+}
+
+// sameJSON reports whether two JSON texts hold equal values (object keys
+// in any order), as Python compares the dicts.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
 }
 
 // constraint returns the output constraint of response_format or
@@ -724,8 +817,11 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			return cnt
 		}
 		parser = c.newParser(run.reasoning, run.parseTools, run.tools)
-		if run.named != "" {
+		switch {
+		case run.named != "":
 			parser = &namedParser{p: parser, name: run.named}
+		case run.toolArray:
+			parser = &arrayParser{p: parser}
 		}
 	}
 	dec := c.tok.NewDecoder()
@@ -864,8 +960,8 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		return cnt
 	}
 	if finish == "stop" && sawCalls && (run.named == "" || run.namedFinish) {
-		// vLLM: "tool_calls" for auto and required, "stop" for a named
-		// tool_choice.
+		// vLLM: "tool_calls" for auto and required (one tool or the
+		// array of several), "stop" for a named tool_choice.
 		finish = "tool_calls"
 	}
 	send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
@@ -1101,4 +1197,176 @@ func (n *namedParser) convert(ds []ChatDelta, last bool) []ChatDelta {
 		out = append(out, ChatDelta{ToolCalls: []ToolCallDelta{{Function: FunctionCallDelta{Name: n.name}}}})
 	}
 	return out
+}
+
+// arrayParser turns the content of tool_choice "required" with several
+// tools, a JSON array of {"name": NAME, "parameters": ARGUMENTS} objects
+// (constrained by toolConstraint), into tool calls, one per element in
+// array order (index i for element i), as vLLM's serving_chat streams
+// required: a call's first fragment carries its id, type and name once
+// the name's string is complete, later fragments the text of its
+// parameters value as it comes. The arguments are that text byte for byte
+// (vLLM's non-streaming path re-serializes them with json.dumps; the value
+// is the same). Reasoning passes through; content outside the elements'
+// parameters is dropped, and an element cut before its name is complete
+// gives no call.
+type arrayParser struct {
+	p      outputParser
+	depth  int  // open arrays and objects, outside strings
+	str    bool // inside a string
+	esc    bool // after a backslash inside a string
+	item   int  // elements opened so far; the current one is item-1
+	phase  int  // where in the current element (arr* below)
+	key    []byte
+	name   []byte
+	scalar bool // the parameters are a number or literal
+	named  bool // the current element's call was announced
+}
+
+// Phases of arrayParser within an element (depth 2: inside its braces).
+const (
+	arrKey0   = iota // before a key
+	arrKey           // inside a key
+	arrColon         // after a key
+	arrValue         // after the colon
+	arrName          // inside the name's string
+	arrParams        // inside the parameters' value
+	arrOther         // inside another value (none under the constraint)
+)
+
+// Feed implements outputParser.
+func (a *arrayParser) Feed(text string) []ChatDelta { return a.convert(a.p.Feed(text)) }
+
+// Finish implements outputParser.
+func (a *arrayParser) Finish() []ChatDelta { return a.convert(a.p.Finish()) }
+
+func (a *arrayParser) convert(ds []ChatDelta) []ChatDelta {
+	out := ds[:0:0]
+	for _, d := range ds {
+		text := d.Content
+		d.Content, d.ToolCalls = "", nil
+		if !d.Empty() {
+			out = append(out, d)
+		}
+		if calls := a.scan(text); len(calls) > 0 {
+			out = append(out, ChatDelta{ToolCalls: calls})
+		}
+	}
+	return out
+}
+
+// scan advances over content text and returns the tool-call fragments it
+// completes.
+func (a *arrayParser) scan(text string) []ToolCallDelta {
+	var calls []ToolCallDelta
+	start := -1 // where the current parameters text begins in text
+	if a.phase == arrParams {
+		start = 0
+	}
+	emit := func(end int) { // the parameters text up to end
+		if a.named && start >= 0 && end > start {
+			calls = append(calls, ToolCallDelta{Index: a.item - 1, Function: FunctionCallDelta{Arguments: text[start:end]}})
+		}
+		start = -1
+	}
+	value := func(i int, scalar bool) { // a value starts at i
+		switch string(a.key) {
+		case "parameters":
+			a.phase, a.scalar, start = arrParams, scalar, i
+		default:
+			a.phase = arrOther
+		}
+	}
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if a.str {
+			end := false
+			switch {
+			case a.esc:
+				a.esc = false
+			case c == '\\':
+				a.esc = true
+			case c == '"':
+				a.str, end = false, true
+			}
+			switch a.phase {
+			case arrKey:
+				if end {
+					a.phase = arrColon
+				} else {
+					a.key = append(a.key, c)
+				}
+			case arrName:
+				if !end {
+					a.name = append(a.name, c)
+					break
+				}
+				a.phase = arrOther
+				var name string
+				if json.Unmarshal(append(append([]byte{'"'}, a.name...), '"'), &name) == nil && name != "" && !a.named {
+					a.named = true
+					calls = append(calls, ToolCallDelta{Index: a.item - 1, Function: FunctionCallDelta{Name: name}})
+				}
+			case arrParams:
+				if end && a.depth == 2 {
+					emit(i + 1)
+					a.phase = arrOther
+				}
+			}
+			continue
+		}
+		isWS := c == ' ' || c == '\n' || c == '\t' || c == '\r'
+		if a.phase == arrParams && a.scalar && (isWS || c == ',' || c == '}') {
+			emit(i)
+			a.phase, a.scalar = arrOther, false
+		}
+		switch {
+		case c == '"':
+			a.str = true
+			if a.depth == 2 {
+				switch a.phase {
+				case arrKey0:
+					a.phase, a.key = arrKey, a.key[:0]
+				case arrValue:
+					if string(a.key) == "name" {
+						a.phase, a.name = arrName, a.name[:0]
+					} else {
+						value(i, false)
+					}
+				}
+			}
+		case c == '{' || c == '[':
+			switch {
+			case a.depth == 1 && c == '{':
+				a.item++
+				a.phase, a.named = arrKey0, false
+			case a.depth == 2 && a.phase == arrValue:
+				value(i, false)
+			}
+			a.depth++
+		case c == '}' || c == ']':
+			a.depth--
+			if a.depth == 2 && a.phase == arrParams {
+				emit(i + 1)
+				a.phase = arrOther
+			}
+		case c == ':':
+			if a.depth == 2 && a.phase == arrColon {
+				a.phase = arrValue
+			}
+		case c == ',':
+			if a.depth == 2 {
+				a.phase = arrKey0
+			}
+		case isWS:
+		default:
+			if a.depth == 2 && a.phase == arrValue {
+				value(i, true)
+			}
+		}
+	}
+	if a.phase == arrParams {
+		emit(len(text))
+	}
+	return calls
 }

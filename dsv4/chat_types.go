@@ -38,8 +38,13 @@ type ChatRequest struct {
 	// </think> in thinking mode) and returned as one call of it, with
 	// finish_reason "stop" when named ("tool_calls" for required). A
 	// schema outside JSONSchemaConstraint's subset is a *ParamError naming
-	// tools[i].function.parameters. "required" with several tools forces
-	// the model's tool-call opening instead.
+	// tools[i].function.parameters. "required" with several tools is
+	// constrained to vLLM's JSON array of {"name", "parameters"} objects
+	// (an anyOf over the tools; at most 128 tools) and every element is
+	// returned as a call, in array order, finish_reason "tool_calls".
+	// Where no constraint can apply (an engine without a
+	// tokenizer.Tokenizer, a thinking renderer without </think>) the
+	// model's tool-call opening is forced instead.
 	ToolChoice        *ToolChoice `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool       `json:"parallel_tool_calls,omitempty"`
 

@@ -78,8 +78,14 @@ const (
 // items, minItems, maxItems; minLength, maxLength; minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum on integers (digits that cannot end
 // inside the range are masked); enum and const (written
-// as their compact JSON); anyOf and oneOf whose alternatives begin with
-// different characters; $ref to #, #/$defs/NAME or #/definitions/NAME.
+// as their compact JSON); anyOf and oneOf over any alternatives of the
+// subset (objects with different or overlapping properties, strings with
+// different enums...: every alternative the output so far allows is
+// followed until a byte rules it out; oneOf is enforced as anyOf, as
+// xgrammar does; at most 128 alternatives may start with the same
+// character, jsongrammar.MaxLive, a *ParamError beyond, and past 128 live
+// alternatives at once the later ones are not followed); $ref to #,
+// #/$defs/NAME or #/definitions/NAME.
 // Annotations (title, description, default, examples...) are ignored.
 // Numbers have at most 19 integer, 20 fraction and 4 exponent digits,
 // and output objects and arrays nest at most 32 deep. Any other keyword

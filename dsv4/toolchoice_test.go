@@ -229,11 +229,11 @@ func TestNamedToolChoice(t *testing.T) {
 	}
 }
 
-// TestNamedToolChoiceErrors checks that a named function (or the one tool
-// of "required") whose parameters fall outside the schema subset is a
+// TestNamedToolChoiceErrors checks that a named function (or a tool of
+// "required") whose parameters fall outside the schema subset is a
 // ParamError naming the tool's parameters and the keyword, as a
 // response_format schema is, while the same tools under tool_choice auto
-// or "required" with several tools are accepted (nothing is compiled).
+// or naming another function are accepted (nothing is compiled).
 func TestNamedToolChoiceErrors(t *testing.T) {
 	e := tinyEngine(t)
 	bad := `{"type":"object","properties":{"city":{"type":"string","pattern":"^[A-Z]"}}}`
@@ -248,7 +248,7 @@ func TestNamedToolChoiceErrors(t *testing.T) {
 		{"required one tool", &dsv4.ToolChoice{Mode: "required"}, 1, "tools[0].function.parameters", `"pattern"`},
 		{"named other tool", &dsv4.ToolChoice{Mode: "function", Function: "lookup"}, 2, "", ""},
 		{"auto", &dsv4.ToolChoice{Mode: "auto"}, 2, "", ""},
-		{"required two tools", &dsv4.ToolChoice{Mode: "required"}, 2, "", ""},
+		{"required two tools", &dsv4.ToolChoice{Mode: "required"}, 2, "tools[0].function.parameters", `"pattern"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -279,4 +279,114 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// TestRequiredToolChoiceArray runs tool_choice "required" with several
+// tools on the embedded model, as vLLM serves it: the output is
+// constrained to a JSON array of {"name", "parameters"} objects, one
+// alternative per tool, and every element is returned as a tool call in
+// array order (ids, type, the tool's name, its parameters' text as
+// arguments), content null, finish_reason "tool_calls" on a stop ("length"
+// on a cut); greedy and sampled (n = 2), thinking mode,
+// parallel_tool_calls false (the first call only); streamed equals not
+// streamed, each call's first fragment carries its id and name. The tiny
+// model does not close the array within these budgets (none of 48
+// samples of 100 tokens did; they end "length"): a stop string ends one
+// case instead, which maps "stop" to "tool_calls" as vLLM does.
+func TestRequiredToolChoiceArray(t *testing.T) {
+	e := tinyEngine(t)
+	required := &dsv4.ToolChoice{Mode: "required"}
+	params := map[string]string{"get_weather": weatherParams, "lookup": `{"type":"object","properties":{"q":{"type":"string"}}}`, "ping": ""}
+	type tcase struct {
+		name, user string
+		edit       func(*dsv4.ChatRequest)
+	}
+	three := func(r *dsv4.ChatRequest) {
+		r.Tools = append(r.Tools, dsv4.Tool{Type: "function", Function: dsv4.FunctionDecl{Name: "ping"}})
+	}
+	cases := []tcase{
+		{"greedy", "What is the weather in Paris?", func(r *dsv4.ChatRequest) { mt := 160; r.MaxTokens = &mt }},
+		{"greedy three tools", tinyArithQ, three},
+		{"stop string", "What is the weather in Paris?", func(r *dsv4.ChatRequest) { r.Stop = []string{`"parameters"`} }},
+		{"thinking", "Compare the weather in Paris and Tokyo.", func(r *dsv4.ChatRequest) {
+			r.ChatTemplateKwargs = map[string]any{"thinking": true}
+			mt := 90
+			r.MaxTokens = &mt
+		}},
+		{"parallel_tool_calls false", "Weather in Tokyo and Paris?", func(r *dsv4.ChatRequest) {
+			f := false
+			r.ParallelToolCalls = &f
+		}},
+		{"sampled n=2", "Weather in Tokyo and Paris?", func(r *dsv4.ChatRequest) {
+			three(r)
+			s, temp, n := int64(1), 1.0, 2
+			r.Seed, r.Temperature, r.N = &s, &temp, &n
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := toolReq(c.user, weatherParams, required)
+			mt := 60
+			r.MaxTokens = &mt
+			if c.edit != nil {
+				c.edit(r)
+			}
+			resp, err := e.Chat(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s", withoutIDs(resp))
+			if r.Stop != nil && resp.Choices[0].FinishReason != "tool_calls" {
+				t.Fatalf("stop string: finish_reason %q, want tool_calls", resp.Choices[0].FinishReason)
+			}
+			for _, ch := range resp.Choices {
+				m := ch.Message
+				if m.Content != nil && *m.Content != "" {
+					t.Fatalf("content %q", *m.Content)
+				}
+				if ch.FinishReason != "length" && (ch.FinishReason != "tool_calls" || len(m.ToolCalls) == 0) {
+					t.Fatalf("finish_reason %q with %d calls", ch.FinishReason, len(m.ToolCalls))
+				}
+				if r.ParallelToolCalls != nil && len(m.ToolCalls) > 1 {
+					t.Fatalf("parallel_tool_calls false: %d calls", len(m.ToolCalls))
+				}
+				if r.ChatTemplateKwargs != nil && (m.ReasoningContent == nil || *m.ReasoningContent == "") {
+					t.Errorf("thinking mode: no reasoning_content")
+				}
+				ids := map[string]bool{}
+				for i, call := range m.ToolCalls {
+					p, ok := params[call.Function.Name]
+					if !ok || call.Type != "function" || !strings.HasPrefix(call.ID, "call_") || ids[call.ID] {
+						t.Fatalf("call %d: %+v", i, call)
+					}
+					ids[call.ID] = true
+					last := i == len(m.ToolCalls)-1
+					g := jsongrammar.JSONObject()
+					if p != "" {
+						if g, err = jsongrammar.Compile([]byte(p)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					st := g.Start()
+					if !st.FeedBytes([]byte(call.Function.Arguments)) || (!st.Accepting() && !(last && (ch.FinishReason == "length" || r.Stop != nil))) {
+						t.Fatalf("call %d: arguments %q do not follow %s", i, call.Function.Arguments, p)
+					}
+				}
+			}
+			sresp, deltas := streamed(t, e, r)
+			if a, b := withoutIDs(resp), withoutIDs(sresp); a != b {
+				t.Fatalf("streamed differs:\n got %s\nwant %s", b, a)
+			}
+			for i, ds := range deltas {
+				seen := -1
+				for j, d := range ds {
+					first := d.Index > seen
+					if d.Index > seen+1 || d.Index < seen || (d.ID != "") != first || (d.Function.Name != "") != first || (d.Type == "function") != first {
+						t.Fatalf("choice %d fragment %d: %+v", i, j, d)
+					}
+					seen = d.Index
+				}
+			}
+		})
+	}
 }

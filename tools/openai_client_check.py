@@ -21,7 +21,8 @@ prompt logprobs (completions echo + logprobs, vLLM's prompt_logprobs, their
 uncached ones), and structured outputs (a Pydantic model through
 chat.completions.parse, json_object, a 400 for an unsupported schema
 keyword; vLLM's structured_outputs choice / regex and guided_choice /
-guided_regex through extra_body, chat and completions, their 400s). Exit status 0 when every check
+guided_regex through extra_body, chat and completions, their 400s; tool_choice
+"required" over two tools as vLLM's array of calls). Exit status 0 when every check
 passes; one line per check on stdout. Needs only the `openai` package.
 """
 
@@ -306,6 +307,60 @@ def structured_checks(c, model):
             check(f"structured outputs: {name} is a 400", False, "accepted")
         except openai.BadRequestError as e:
             check(f"structured outputs: {name} is a 400", (e.body or {}).get("param") == param, e)
+    required_checks(c, model)
+
+
+TIME_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Get the local time in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]},
+    },
+}
+
+
+def required_checks(c, model):
+    """tool_choice "required" with several tools, as vLLM serves it: the
+    output is a JSON array of {"name", "parameters"} objects (an anyOf over
+    the tools), returned as one tool call per element in array order: ids,
+    one of the tools' names, arguments the parameters' JSON (a valid prefix
+    on a max_tokens cut), no content, finish_reason "tool_calls" on a stop
+    (a stop string here: neither model closes the array in this budget) or
+    "length"; the stream accumulates to the same calls."""
+    msgs = [{"role": "user", "content": "What is the weather and the time in Oslo?"}]
+    tools = [WEATHER_TOOL, TIME_TOOL]
+    names = {"get_weather", "get_time"}
+    for stop in (None, '"parameters"'):
+        kw = {"stop": [stop]} if stop else {}
+        r = c.chat.completions.create(model=model, messages=msgs, tools=tools, tool_choice="required",
+                                      temperature=0, max_tokens=120, **kw)
+        ch = r.choices[0]
+        tcs = ch.message.tool_calls or []
+        want = ("tool_calls",) if stop else ("tool_calls", "length")
+        check(f"tool_choice required, 2 tools{', stop' if stop else ''}: calls",
+              len(tcs) >= 1 and all(tc.function.name in names and tc.id for tc in tcs)
+              and len({tc.id for tc in tcs}) == len(tcs) and not ch.message.content and ch.finish_reason in want,
+              ch)
+        if ch.finish_reason == "tool_calls" and not stop:
+            check("tool_choice required, 2 tools: arguments are JSON objects",
+                  all(isinstance(json.loads(tc.function.arguments), dict) for tc in tcs), tcs)
+        snames, sargs, sids, finish = {}, {}, {}, None
+        for chunk in c.chat.completions.create(model=model, messages=msgs, tools=tools, tool_choice="required",
+                                               temperature=0, max_tokens=120, stream=True, **kw):
+            if not chunk.choices:
+                continue
+            for tc in chunk.choices[0].delta.tool_calls or []:
+                if tc.id:
+                    sids[tc.index] = tc.id
+                if tc.function and tc.function.name:
+                    snames[tc.index] = tc.function.name
+                sargs[tc.index] = sargs.get(tc.index, "") + ((tc.function and tc.function.arguments) or "")
+            finish = chunk.choices[0].finish_reason or finish
+        check(f"tool_choice required, 2 tools{', stop' if stop else ''}: stream = non-stream",
+              [snames.get(i) for i in sorted(sargs)] == [tc.function.name for tc in tcs]
+              and [sargs[i] for i in sorted(sargs)] == [tc.function.arguments for tc in tcs]
+              and sorted(sids) == list(range(len(tcs))) and finish == ch.finish_reason, (snames, sargs, finish))
 
 
 def extra_field(obj, name):

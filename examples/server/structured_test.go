@@ -189,3 +189,62 @@ func newAndStreamed(t *testing.T, c openai.Client, params openai.ChatCompletionN
 	}
 	return resp, acc
 }
+
+// TestOpenAIGoRequiredToolChoice sends tool_choice "required" with two
+// tools through openai-go (v3) to the server on the embedded model,
+// streamed and not: the output is vLLM's array of {name, parameters}
+// objects, returned as tool calls in array order (each with an id and one
+// of the tools' names, arguments a valid prefix of its parameters' JSON),
+// with empty content, finish_reason "tool_calls" on a stop (a stop string
+// here: the tiny model does not close the array in a short budget) or
+// "length"; the stream accumulates to the same calls.
+func TestOpenAIGoRequiredToolChoice(t *testing.T) {
+	ts := startTinyServer(t)
+	c := openai.NewClient(option.WithBaseURL(ts.url+"/v1/"), option.WithAPIKey("x"), option.WithMaxRetries(0))
+	weather := map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 12}}, "required": []any{"city"}}
+	params := openai.ChatCompletionNewParams{
+		Model:    "dsv4-tiny",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
+		Tools: []openai.ChatCompletionToolUnionParam{
+			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather", Parameters: weather}),
+			openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_time"}),
+		},
+		ToolChoice:  openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		Temperature: openai.Float(0),
+		MaxTokens:   openai.Int(120),
+	}
+	for _, stop := range []string{"", `"parameters"`} {
+		p := params
+		if stop != "" {
+			p.Stop = openai.ChatCompletionNewParamsStopUnion{OfString: openai.String(stop)}
+		}
+		resp, acc := newAndStreamed(t, c, p, 1)
+		ch, sc := resp.Choices[0], acc.Choices[0]
+		m := ch.Message
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			t.Fatalf("stop %q: %s", stop, m.RawJSON())
+		}
+		want := "length"
+		if stop != "" {
+			want = "tool_calls"
+		}
+		if ch.FinishReason != want || sc.FinishReason != want {
+			t.Fatalf("stop %q: finish_reason %q (streamed %q), want %q", stop, ch.FinishReason, sc.FinishReason, want)
+		}
+		if len(sc.Message.ToolCalls) != len(m.ToolCalls) {
+			t.Fatalf("stop %q: streamed %d calls, not streamed %d", stop, len(sc.Message.ToolCalls), len(m.ToolCalls))
+		}
+		for i, call := range m.ToolCalls {
+			name := call.Function.Name
+			if (name != "get_weather" && name != "get_time") || !strings.HasPrefix(call.ID, "call_") {
+				t.Fatalf("call %d: %+v", i, call)
+			}
+			if s := sc.Message.ToolCalls[i]; s.Function.Name != name || s.Function.Arguments != call.Function.Arguments {
+				t.Fatalf("call %d: streamed %+v, not streamed %+v", i, s, call)
+			}
+			if a := call.Function.Arguments; a != "" && !strings.HasPrefix(a, "{") {
+				t.Fatalf("call %d: arguments %q", i, a)
+			}
+		}
+	}
+}

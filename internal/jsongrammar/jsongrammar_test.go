@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -132,6 +133,119 @@ func TestSchemas(t *testing.T) {
 	runSchemaCases(t, cases)
 }
 
+// manyObjects is an anyOf of n objects, each with a property of its own.
+func manyObjects(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"anyOf":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"object","properties":{"p%d":{"type":"integer"}},"required":["p%d"]}`, i, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// anyOfSchemas are anyOf and oneOf schemas whose alternatives start alike
+// (several live alternatives at once).
+var anyOfSchemas = []schemaCase{
+	{`{"anyOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"type":"object","properties":{"b":{"type":"string"}},"required":["b"]}]}`,
+		[]string{`{"a":1}`, `{"b":"x"}`, `{ "b" : "" }`},
+		[]string{`{"a":"x"}`, `{"b":1}`, `{}`, `{"a":1,"b":"x"}`, `{"c":1}`}},
+	{`{"oneOf":[{"properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"]},{"properties":{"kind":{"const":"rect"},"w":{"type":"number"},"h":{"type":"number"}},"required":["kind","w","h"]}]}`,
+		[]string{`{"kind":"circle","r":1.5}`, `{"kind":"rect","w":1,"h":2}`},
+		[]string{`{"kind":"circle","w":1,"h":2}`, `{"kind":"rect","r":1}`, `{"kind":"rect","w":1}`, `{"kind":"square","r":1}`}},
+	{`{"anyOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"a":{"type":"string"},"b":{"type":"null"}},"required":["a"]}]}`,
+		[]string{`{"a":1}`, `{"a":"x"}`, `{"a":"x","b":null}`},
+		[]string{`{"a":1,"b":null}`, `{"b":null}`, `{"a":null}`}},
+	{`{"anyOf":[{"enum":["red","green"]},{"enum":["blue","greenish"]},{"type":"string","maxLength":2}]}`,
+		[]string{`"red"`, `"green"`, `"greenish"`, `"blue"`, `"gr"`, `""`},
+		[]string{`"gree"`, `"abc"`, `"greenis"`, `"blues"`}},
+	{`{"anyOf":[{"type":"array","items":{"type":"integer"}},{"type":"array","items":{"type":"string"},"minItems":2}]}`,
+		[]string{`[]`, `[1,2]`, `["a","b"]`},
+		[]string{`["a"]`, `[1,"a"]`, `["a",1]`}},
+	{`{"anyOf":[{"const":10},{"type":"integer","minimum":100},{"enum":[1.5,"x"]}]}`,
+		[]string{`10`, `100`, `150`, `1.5`, `"x"`},
+		[]string{`11`, `99`, `1`, `10.5`, `1.50`}},
+	{`{"type":"array","items":{"anyOf":[{"type":"string","maxLength":3},{"type":"string","minLength":5}]}}`,
+		[]string{`["ab","abcdef",""]`, `["abc","abcde"]`},
+		[]string{`["abcd"]`}},
+	{`{"type":"array","minItems":1,"items":{"anyOf":[{"properties":{"name":{"enum":["f"]},"parameters":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}},"required":["name","parameters"]},{"properties":{"name":{"enum":["fg"]},"parameters":{"type":"object"}},"required":["name","parameters"]}]}}`,
+		[]string{`[{"name":"f","parameters":{"x":1}},{"name":"fg","parameters":{}}]`, `[{"name":"fg","parameters":{"y":[1]}}]`},
+		[]string{`[]`, `[{"name":"f","parameters":{}}]`, `[{"name":"h","parameters":{}}]`, `[{"parameters":{},"name":"f"}]`}},
+	{`{"anyOf":[{},{"type":"object","properties":{"a":{"type":"null"}}}]}`,
+		[]string{`{}`, `{"a":1}`, `[1]`, `"s"`, `null`}, nil},
+	{`{"oneOf":[{"type":"null"},{"const":null},{"type":["null","boolean"]}]}`,
+		[]string{`null`, `true`}, []string{`nul`, `1`}},
+	{`{"$defs":{"t":{"anyOf":[{"type":"object","properties":{"l":{"$ref":"#/$defs/t"},"r":{"$ref":"#/$defs/t"}},"required":["l","r"]},{"type":"object","properties":{"v":{"type":"integer"}},"required":["v"]}]}},"$ref":"#/$defs/t"}`,
+		[]string{`{"v":1}`, `{"l":{"v":1},"r":{"l":{"v":2},"r":{"v":3}}}`},
+		[]string{`{"l":{"v":1}}`, `{"v":1,"l":{"v":1}}`}},
+	{manyObjects(MaxLive),
+		[]string{`{"p0":1}`, fmt.Sprintf(`{"p%d":1}`, MaxLive-1)},
+		[]string{`{"p0":"x"}`, fmt.Sprintf(`{"p%d":1}`, MaxLive)}},
+}
+
+// TestAnyOf checks anyOf and oneOf alternatives that start alike, and that
+// a State never follows more than MaxLive threads: nested alternatives
+// that would multiply past it keep the first ones, and what they accept
+// still matches the schema.
+func TestAnyOf(t *testing.T) {
+	runSchemaCases(t, anyOfSchemas)
+	walks := rand.New(rand.NewPCG(7, 8))
+	for _, c := range anyOfSchemas {
+		g, err := Compile([]byte(c.schema))
+		if err != nil {
+			continue // reported by runSchemaCases
+		}
+		complete := 0
+		for i := range 4 {
+			if _, ok := walk(t, g, c.schema, walks, []int{0, 5, 40, 400}[i]); ok {
+				complete++
+			}
+		}
+		if complete == 0 {
+			t.Errorf("%.80s: no walk completed", c.schema)
+		}
+	}
+	// 12 objects, each of whose "a" is one of 12 objects: 144 threads
+	// after `{"a":{`, capped at MaxLive.
+	var b strings.Builder
+	b.WriteString(`{"$defs":{"in":` + manyObjects(12) + `},"anyOf":[`)
+	for i := range 12 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"object","properties":{"a":{"$ref":"#/$defs/in"},"q%d":{"type":"null"}},"required":["a","q%d"]}`, i, i)
+	}
+	b.WriteString(`]}`)
+	schema := b.String()
+	g, err := Compile([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.Start()
+	if !st.FeedBytes([]byte(`{"a":{`)) {
+		t.Fatal("prefix rejected")
+	}
+	if n := len(st.ends); n != MaxLive {
+		t.Fatalf("%d threads, want %d", n, MaxLive)
+	}
+	ok := `{"a":{"p0":1},"q0":null}`
+	if fed, end := accepts(g, ok); !fed || !end {
+		t.Fatalf("%s not accepted", ok)
+	}
+	checkValid(t, schema, ok)
+	// A key that only the dropped threads (outer 11, inner 8..11) would take.
+	if fed, _ := accepts(g, `{"a":{"p11":1},"q11":null}`); fed {
+		t.Fatal("a dropped alternative was followed")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, dive := range []int{5, 40} {
+		walk(t, g, schema, rng, dive)
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	deep := strings.Repeat(`{"type":"array","items":`, MaxSchemaDepth) + `{}` + strings.Repeat(`}`, MaxSchemaDepth)
 	cases := []struct{ schema, keyword, msg string }{
@@ -141,7 +255,7 @@ func TestCompileErrors(t *testing.T) {
 		{`{"type":"array","prefixItems":[{}]}`, "prefixItems", "not supported"},
 		{`{"type":"object","properties":{"a":{}},"additionalProperties":true}`, "additionalProperties", "only false"},
 		{`{"type":"thing"}`, "type", "unknown type"},
-		{`{"anyOf":[{"type":"object"},{"type":"object","properties":{"a":{}}}]}`, "anyOf", "both start"},
+		{manyObjects(MaxLive + 1), "anyOf", "more than 128"},
 		{`{"$ref":"http://x"}`, "$ref", "only #"},
 		{`{"$ref":"#/$defs/missing"}`, "$ref", "not found"},
 		{`{"type":"object","required":["x"]}`, "required", "not among"},
@@ -178,6 +292,7 @@ func FuzzGrammar(f *testing.F) {
 	f.Add(`{"type":"object","properties":{"a":{"type":"string","maxLength":3}},"required":["a"]}`, `{"a":"xy"}`)
 	f.Add(`{"enum":[1,"a",null,[1]]}`, `[1]`)
 	f.Add(`{"anyOf":[{"type":"integer"},{"type":"array","items":{"$ref":"#"}}]}`, `[[1],[]]`)
+	f.Add(`{"anyOf":[{"properties":{"a":{"type":"integer"}}},{"properties":{"a":{"type":"string"}}},{"enum":[{"a":1}]}]}`, `{"a":1}`)
 	f.Add(``, `{"a":[1e5,-0.5,"\u00e9"]}`)
 	f.Fuzz(func(t *testing.T, schema, out string) {
 		g := JSONObject()

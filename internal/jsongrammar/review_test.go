@@ -44,18 +44,19 @@ func validate(root, s any, v any) error {
 				return fmt.Errorf("%v not in enum", v)
 			}
 		}
+		// oneOf is checked as anyOf, as the package (and xgrammar) enforce
+		// it: at least one alternative, not exactly one.
 		for _, kw := range []string{"anyOf", "oneOf"} {
 			if alts, ok := s[kw].([]any); ok {
 				n := 0
 				for _, a := range alts {
 					if validate(root, a, v) == nil {
-						if n++; kw == "anyOf" {
-							break // one is enough (and the cost stays linear)
-						}
+						n++
+						break // one is enough (and the cost stays linear)
 					}
 				}
-				if n == 0 || (kw == "oneOf" && n > 1) {
-					return fmt.Errorf("%v matches %d alternatives of %s", v, n, kw)
+				if n == 0 {
+					return fmt.Errorf("%v matches no alternative of %s", v, kw)
 				}
 			}
 		}

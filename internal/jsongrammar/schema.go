@@ -19,7 +19,10 @@
 //     the order the schema gives them;
 //   - numbers have at most MaxIntDigits integer digits, MaxFracDigits
 //     fraction digits and MaxExpDigits exponent digits (a bound xgrammar
-//     does not have; it keeps generation from looping on digits).
+//     does not have; it keeps generation from looping on digits);
+//   - anyOf and oneOf alternatives are followed together (a set of live
+//     threads, at most MaxLive) until the output tells them apart; oneOf
+//     is enforced as anyOf, as xgrammar does.
 //
 // The package is a leaf: it imports only the standard library.
 package jsongrammar
@@ -54,7 +57,18 @@ const (
 	MaxIntDigits  = 19
 	MaxFracDigits = 20
 	MaxExpDigits  = 4
+	// MaxLive bounds the alternatives of an anyOf (or oneOf) that one
+	// byte can start (a schema with more is an *Error), and the live
+	// alternatives a State follows at once: where nested anyOfs would
+	// multiply past it, the later alternatives (in schema order) are
+	// dropped, so that the work per byte stays bounded; what is output
+	// still matches the schema.
+	MaxLive = 128
 )
+
+// maxFirstLeaves bounds the entries of all the anyOf first-byte tables of
+// one grammar (int32 each).
+const maxFirstLeaves = 1 << 20
 
 // Error is a schema the compiler refuses: unsupported (a keyword outside
 // the supported subset, named by Keyword), invalid, or over a limit. Path
@@ -113,9 +127,13 @@ type node struct {
 	// literal
 	lits [][]byte // sorted, distinct
 	// anyOf
-	alts  []int32
-	first *[256]int32 // leaf alternative by first byte, -1 none
-	ref   string
+	alts []int32
+	// firstAt and firstLeaf list the leaf alternatives (nodes other than
+	// anyOf) that can start with byte b, in the order of the alternatives:
+	// firstLeaf[firstAt[b]:firstAt[b+1]].
+	firstAt   *[257]int32
+	firstLeaf []int32
+	ref       string
 	// need is the fewest levels of objects and arrays a value of the node
 	// nests (0 for a scalar; more than MaxNesting: no value fits), so that
 	// the automaton never opens a value it could not close.
@@ -288,9 +306,15 @@ type compiler struct {
 //   - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (not
 //     for number: a 400 naming the keyword);
 //   - enum, const (any JSON values);
-//   - anyOf and oneOf whose alternatives start with different characters
-//     (an object and null, a string and a number...; integer with number
-//     is number);
+//   - anyOf and oneOf (oneOf enforced as anyOf, as xgrammar does: the
+//     output matches at least one alternative, not necessarily exactly
+//     one), any alternatives of this subset, whatever they start with:
+//     objects with different or overlapping properties, strings with
+//     different enums, arrays of different items... The State follows
+//     every alternative that the bytes so far allow and drops those a
+//     byte rules out. At most MaxLive alternatives may start with one
+//     byte (more is an *Error), and where nested alternatives would
+//     multiply past MaxLive live ones, the later ones are not followed;
 //   - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed).
 //
 // Annotations (title, description, default, examples, $schema, $id,
@@ -751,9 +775,10 @@ func (g *Grammar) finish() error {
 		}
 	}
 	state := make([]uint8, len(g.nodes)) // 0 new, 1 in progress, 2 done
+	fb := &firstBuild{mark: make([]uint32, len(g.nodes))}
 	for i := range g.nodes {
 		if g.nodes[i].kind == kAnyOf {
-			if err := g.firstOf(int32(i), state); err != nil {
+			if err := g.firstOf(int32(i), state, fb); err != nil {
 				return err
 			}
 		}
@@ -802,9 +827,20 @@ func (g *Grammar) needs() {
 	}
 }
 
+// leaves returns the leaf alternatives of anyOf node n that can start
+// with byte c.
+func (n *node) leaves(c byte) []int32 {
+	return n.firstLeaf[n.firstAt[c]:n.firstAt[int(c)+1]]
+}
+
 // firstOf computes the first-byte table of anyOf node i from its
-// alternatives' (each computed once: shared alternatives cost nothing more).
-func (g *Grammar) firstOf(i int32, state []uint8) error {
+// alternatives' (each computed once: shared alternatives cost nothing
+// more). The leaves of one byte are those of the alternatives in order,
+// without repeats, less those another leaf of the byte accepts every value
+// of: an integer beside number, an object, array or string beside the
+// unconstrained one of its kind. More than MaxLive leaves for one byte, or
+// more than maxFirstLeaves in the whole grammar, is an *Error.
+func (g *Grammar) firstOf(i int32, state []uint8, fb *firstBuild) error {
 	switch state[i] {
 	case 1:
 		return &Error{Keyword: "anyOf", Msg: "alternatives refer to themselves without consuming input"}
@@ -812,49 +848,90 @@ func (g *Grammar) firstOf(i int32, state []uint8) error {
 		return nil
 	}
 	state[i] = 1
-	var t [256]int32
-	for j := range t {
-		t[j] = -1
-	}
-	for _, a := range g.nodes[i].alts {
+	alts := g.nodes[i].alts
+	var starts [][4]uint64 // the first bytes of each leaf alternative
+	for _, a := range alts {
+		var m [4]uint64
 		if g.nodes[a].kind == kAnyOf {
-			if err := g.firstOf(a, state); err != nil {
+			if err := g.firstOf(a, state, fb); err != nil {
 				return err
 			}
-			for b, leaf := range g.nodes[a].first {
-				if leaf >= 0 {
-					if err := g.setFirst(&t, byte(b), leaf); err != nil {
-						return err
-					}
-				}
-			}
-			continue
-		}
-		for _, b := range g.firstBytes(a) {
-			if err := g.setFirst(&t, b, a); err != nil {
-				return err
+		} else {
+			for _, b := range g.firstBytes(a) {
+				m[b/64] |= 1 << (b % 64)
 			}
 		}
+		starts = append(starts, m)
 	}
-	g.nodes[i].first = &t
+	at := new([257]int32)
+	var leaf []int32
+	for b := range 256 {
+		at[b] = int32(len(leaf))
+		// The leaves of byte b in order, each once (fb.mark[x] == fb.stamp:
+		// x is in already).
+		fb.stamp++
+		l := leaf[len(leaf):len(leaf)]
+		add := func(x int32) {
+			if fb.mark[x] != fb.stamp {
+				fb.mark[x] = fb.stamp
+				l = append(l, x)
+			}
+		}
+		for k, a := range alts {
+			if g.nodes[a].kind == kAnyOf {
+				for _, x := range g.nodes[a].leaves(byte(b)) {
+					add(x)
+				}
+			} else if starts[k][b/64]&(1<<(b%64)) != 0 {
+				add(a)
+			}
+		}
+		l = g.prune(l)
+		if len(l) > MaxLive {
+			return &Error{Keyword: "anyOf", Msg: fmt.Sprintf("%d alternatives can start with %q, more than %d", len(l), rune(b), MaxLive)}
+		}
+		leaf = append(leaf, l...)
+	}
+	at[256] = int32(len(leaf))
+	if fb.total += len(leaf); fb.total > maxFirstLeaves {
+		return &Error{Keyword: "anyOf", Msg: fmt.Sprintf("the alternatives' tables need more than %d entries", maxFirstLeaves)}
+	}
+	g.nodes[i].firstAt, g.nodes[i].firstLeaf = at, leaf
 	state[i] = 2
 	return nil
 }
 
-// setFirst records that leaf may start with b: integer gives way to
-// number, any other overlap is refused.
-func (g *Grammar) setFirst(t *[256]int32, b byte, leaf int32) error {
-	old := t[b]
-	switch {
-	case old < 0 || old == leaf:
-		t[b] = leaf
-	case g.nodes[old].kind == kNumber && g.nodes[leaf].kind == kInteger:
-	case g.nodes[old].kind == kInteger && g.nodes[leaf].kind == kNumber:
-		t[b] = leaf
-	default:
-		return &Error{Keyword: "anyOf", Msg: fmt.Sprintf("alternatives that can both start with %q are not supported", rune(b))}
+// firstBuild is the scratch of firstOf over one grammar.
+type firstBuild struct {
+	mark  []uint32 // by node: the stamp of the byte whose list holds it
+	stamp uint32
+	total int // entries of the tables so far
+}
+
+// prune drops from the leaves of one first byte those that another leaf
+// of it covers (see firstOf).
+func (g *Grammar) prune(l []int32) []int32 {
+	has := func(k kind, builtin int32) bool {
+		for _, x := range l {
+			if g.nodes[x].kind == k && (builtin < 0 || x == builtin) {
+				return true
+			}
+		}
+		return false
 	}
-	return nil
+	number, obj, arr, str := has(kNumber, -1), has(kObject, nAnyObject), has(kArray, nAnyArray), has(kString, nAnyString)
+	out := l[:0:0]
+	for _, x := range l {
+		switch k := g.nodes[x].kind; {
+		case k == kInteger && number,
+			k == kObject && obj && x != nAnyObject,
+			k == kArray && arr && x != nAnyArray,
+			k == kString && str && x != nAnyString:
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // firstBytes lists the bytes a value of leaf node i can start with.

@@ -76,12 +76,28 @@ type frame struct {
 	val         int64 // bounded integer: magnitude of the digits so far (u 1: negative)
 }
 
-// State is the automaton's position in one output. The zero State is not
-// usable: start one with Grammar.Start. A State is not safe for concurrent
-// use.
+// State is the automaton's position in one output. Where alternatives of
+// an anyOf (or oneOf) can start with the same byte, it follows each of
+// them (a thread: a stack of frames) and drops those that a byte rules
+// out, up to MaxLive threads (see MaxLive for what happens past it). The
+// zero State is not usable: start one with Grammar.Start. A State is not
+// safe for concurrent use.
 type State struct {
-	g      *Grammar
+	g *Grammar
+	// frames is the only thread when ends is empty (none left when frames
+	// is empty too), else the thread being fed.
 	frames []frame
+	// With several threads: thread i is all[ends[i-1]:ends[i]] (from 0
+	// for the first).
+	all  []frame
+	ends []int32
+	// Scratch: a new thread; the threads a byte starts beside the one fed
+	// (fork, ends in forkAt); the threads after a byte (next, nextAt).
+	tmp    []frame
+	fork   []frame
+	forkAt []int32
+	next   []frame
+	nextAt []int32
 }
 
 // Start returns the state before the first byte.
@@ -92,7 +108,13 @@ func (g *Grammar) Start() *State {
 // CopyFrom makes s equal to o (same grammar), reusing s's memory.
 func (s *State) CopyFrom(o *State) {
 	s.g = o.g
-	s.frames = append(s.frames[:0], o.frames...)
+	if len(o.ends) == 0 {
+		s.frames = append(s.frames[:0], o.frames...)
+		s.ends = s.ends[:0]
+		return
+	}
+	s.all = append(s.all[:0], o.all...)
+	s.ends = append(s.ends[:0], o.ends...)
 }
 
 // Clone returns a copy of s.
@@ -102,21 +124,52 @@ func (s *State) Clone() *State {
 	return c
 }
 
+// threads calls f with each live thread's frames until f returns false.
+func (s *State) threads(f func(t []frame) bool) {
+	if len(s.ends) == 0 {
+		if len(s.frames) > 0 {
+			f(s.frames)
+		}
+		return
+	}
+	start := int32(0)
+	for _, end := range s.ends {
+		if !f(s.all[start:end]) {
+			return
+		}
+		start = end
+	}
+}
+
 // Accepting reports whether the bytes fed so far are a complete value: the
 // output may end here.
 func (s *State) Accepting() bool {
-	top := &s.frames[len(s.frames)-1]
+	ok := false
+	s.threads(func(t []frame) bool {
+		ok = s.accepting(t)
+		return !ok
+	})
+	return ok
+}
+
+func (s *State) accepting(t []frame) bool {
+	top := &t[len(t)-1]
 	if top.kind == fRoot {
 		return top.phase == rDone
 	}
-	return len(s.frames) == 2 && s.completable(top)
+	return len(t) == 2 && s.completable(top)
 }
 
 // Done reports whether no byte can follow (the value is complete and is
 // not a number that could go on).
 func (s *State) Done() bool {
-	top := &s.frames[len(s.frames)-1]
-	return top.kind == fRoot && top.phase == rDone
+	done := false
+	s.threads(func(t []frame) bool {
+		top := &t[len(t)-1]
+		done = top.kind == fRoot && top.phase == rDone
+		return done
+	})
+	return done
 }
 
 // completable reports whether a number or literal frame could end here.
@@ -144,29 +197,44 @@ func (s *State) completable(f *frame) bool {
 
 // AppendKey appends an encoding of s that equal states share.
 func (s *State) AppendKey(dst []byte) []byte {
-	for i := range s.frames {
-		f := &s.frames[i]
-		dst = append(dst, f.kind, f.phase, f.ws, f.u, f.lo, f.hi)
-		for _, v := range [...]int32{f.node, f.n, f.a, f.b, int32(f.val), int32(f.val >> 32)} {
-			dst = append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	s.threads(func(t []frame) bool {
+		dst = append(dst, byte(len(t)))
+		for i := range t {
+			f := &t[i]
+			dst = append(dst, f.kind, f.phase, f.ws, f.u, f.lo, f.hi)
+			for _, v := range [...]int32{f.node, f.n, f.a, f.b, int32(f.val), int32(f.val >> 32)} {
+				dst = append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+			}
 		}
-	}
+		return true
+	})
 	return dst
 }
 
-// stringRoom reports whether s is inside the body of a string, between
-// characters, where a plain token (see plainToken) is accepted exactly when
-// it has at most room characters (room -1: any number).
+// stringRoom reports whether every thread of s is inside the body of a
+// string, between characters, where a plain token (see plainToken) is
+// accepted exactly when it has at most room characters (room -1: any
+// number): the most any thread has room for.
 func (s *State) stringRoom() (room int, ok bool) {
-	top := &s.frames[len(s.frames)-1]
-	if top.kind != fString || top.phase != sBody {
-		return 0, false
-	}
-	n := &s.g.nodes[top.node]
-	if n.maxLen < 0 {
-		return -1, true
-	}
-	return int(n.maxLen - top.n), true
+	s.threads(func(t []frame) bool {
+		top := &t[len(t)-1]
+		if top.kind != fString || top.phase != sBody {
+			ok = false
+			return false
+		}
+		n := &s.g.nodes[top.node]
+		switch {
+		case n.maxLen < 0:
+			room = -1
+		case !ok:
+			room = int(n.maxLen - top.n)
+		case room >= 0:
+			room = max(room, int(n.maxLen-top.n))
+		}
+		ok = true
+		return true
+	})
+	return room, ok
 }
 
 type result uint8
@@ -186,9 +254,117 @@ var steps = [...]func(*State, byte) result{
 	fString: (*State).str, fNumber: (*State).number, fLiteral: (*State).literal,
 }
 
-// Feed advances s by one byte of output. It returns false, leaving s in an
-// unspecified state, when the grammar does not allow c here.
+// Feed advances s by one byte of output. It returns false, leaving s with
+// no thread (it accepts nothing more), when the grammar does not allow c
+// here.
 func (s *State) Feed(c byte) bool {
+	if len(s.ends) > 0 {
+		return s.feedAll(c)
+	}
+	// One thread, fed in place: the common case.
+	if len(s.frames) == 0 {
+		return false
+	}
+	for {
+		top := len(s.frames) - 1
+		r := steps[s.frames[top].kind](s, c)
+		switch r {
+		case reject:
+			s.frames = s.frames[:0]
+			return false
+		case popRetry:
+			s.frames = s.frames[:top]
+			s.childDone()
+			continue
+		case acceptPop:
+			s.frames = s.frames[:top]
+			s.childDone()
+		}
+		if len(s.forkAt) > 0 {
+			// c started alternatives beside this thread.
+			s.all = append(s.all[:0], s.frames...)
+			s.ends = append(s.ends[:0], int32(len(s.all)))
+			s.all, s.ends = s.addForks(s.all, s.ends)
+			if len(s.ends) == 1 {
+				s.ends = s.ends[:0]
+			}
+		}
+		return true
+	}
+}
+
+// feedAll is Feed with several threads.
+func (s *State) feedAll(c byte) bool {
+	next, nextAt := s.next[:0], s.nextAt[:0]
+	start := int32(0)
+	for _, end := range s.ends {
+		s.frames = append(s.frames[:0], s.all[start:end]...)
+		start = end
+		if s.feed(c) {
+			next, nextAt = s.addThread(next, nextAt, s.frames)
+		}
+		if len(s.forkAt) > 0 {
+			next, nextAt = s.addForks(next, nextAt)
+		}
+	}
+	s.next, s.nextAt = s.all, s.ends
+	s.all, s.ends = next, nextAt
+	switch len(s.ends) {
+	case 0:
+		s.frames = s.frames[:0]
+		return false
+	case 1:
+		s.frames = append(s.frames[:0], s.all...)
+		s.ends = s.ends[:0]
+	}
+	return true
+}
+
+// addForks adds the threads in s.fork to frames and ends, and empties
+// s.fork.
+func (s *State) addForks(frames []frame, ends []int32) ([]frame, []int32) {
+	start := int32(0)
+	for _, end := range s.forkAt {
+		frames, ends = s.addThread(frames, ends, s.fork[start:end])
+		start = end
+	}
+	s.fork, s.forkAt = s.fork[:0], s.forkAt[:0]
+	return frames, ends
+}
+
+// addThread appends thread t to frames and ends unless an equal thread is
+// there already or MaxLive threads are.
+func (s *State) addThread(frames []frame, ends []int32, t []frame) ([]frame, []int32) {
+	if len(ends) >= MaxLive {
+		return frames, ends
+	}
+	start := int32(0)
+	for _, end := range ends {
+		if sameThread(frames[start:end], t) {
+			return frames, ends
+		}
+		start = end
+	}
+	frames = append(frames, t...)
+	return frames, append(ends, int32(len(frames)))
+}
+
+// sameThread compares two threads from the top, where they differ if
+// anywhere.
+func sameThread(a, b []frame) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := len(a) - 1; i >= 0; i-- {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// feed advances the thread in s.frames by c.
+func (s *State) feed(c byte) bool {
 	for {
 		top := len(s.frames) - 1
 		r := steps[s.frames[top].kind](s, c)
@@ -258,15 +434,39 @@ func (s *State) keyFrom(n *node, from int32) bool {
 }
 
 // startValue pushes the frame of a value of node ni that starts with c.
+// For an anyOf, the first of its leaves (firstOf) that takes c is pushed
+// here; each later one that takes c starts a thread of its own in s.fork:
+// a copy of the frames below with that leaf's frame on top. startValue is
+// the last change a step makes to the thread, so the copies are final.
 func (s *State) startValue(ni int32, c byte) result {
 	n := &s.g.nodes[ni]
-	if n.kind == kAnyOf {
-		ni = n.first[c]
-		if ni < 0 {
-			return reject
-		}
-		n = &s.g.nodes[ni]
+	if n.kind != kAnyOf {
+		return s.startLeaf(ni, c)
 	}
+	base, placed := len(s.frames), false
+	for _, leaf := range n.leaves(c) {
+		if !placed {
+			placed = s.startLeaf(leaf, c) == accept
+			continue
+		}
+		main := s.frames
+		s.frames = append(s.tmp[:0], main[:base]...)
+		if s.startLeaf(leaf, c) == accept {
+			s.fork = append(s.fork, s.frames...)
+			s.forkAt = append(s.forkAt, int32(len(s.fork)))
+		}
+		s.tmp, s.frames = s.frames, main
+	}
+	if placed {
+		return accept
+	}
+	return reject
+}
+
+// startLeaf pushes the frame of a value of leaf node ni (not an anyOf)
+// that starts with c; on reject the frames are as they were.
+func (s *State) startLeaf(ni int32, c byte) result {
+	n := &s.g.nodes[ni]
 	switch n.kind {
 	case kObject, kArray:
 		want, k := byte('{'), fObject

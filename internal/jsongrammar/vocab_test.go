@@ -1,6 +1,8 @@
 package jsongrammar
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dsv4go/dsv4go/tokenizer"
@@ -48,10 +50,17 @@ func TestAllowedEqualsBruteForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Several live alternatives: strings of different lengths (the plain
+	// shortcut takes the most room), objects with overlapping keys.
+	alts, err := Compile([]byte(`{"type":"array","items":{"anyOf":[{"type":"string","maxLength":2},{"type":"string","minLength":4,"maxLength":6},{"enum":["abcdefghij"]},{"type":"object","properties":{"na":{"type":"integer"}},"required":["na"]},{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		g   *Grammar
 		out string
 	}{
+		{alts, `["a","bcde",{"na":1}]`},
 		{JSONObject(), `{"key": "vä\u00e9lue 😀", "n": [1, -2.5e3, true, null, {}]}`},
 		{g, `{"name": "héllo", "tags": ["bb", "a"], "k": 342, "n": 12.5}`},
 		{g, `{"name": "", "k": -17}`},
@@ -97,6 +106,38 @@ func BenchmarkMask(b *testing.B) {
 		{"after_value", `{"name": "Al", "age": 4, "tags": ["ab"`},
 	} {
 		st := g.Start()
+		if !st.FeedBytes([]byte(c.prefix)) {
+			b.Fatalf("%q rejected", c.prefix)
+		}
+		dst := make([]uint64, v.Words())
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				v.Allowed(st, dst)
+			}
+		})
+	}
+	// tool_choice "required" over 8 tools (vLLM's array of {name,
+	// parameters} alternatives): 8 live threads after the item's '{'
+	// until the name tells them apart.
+	var tools strings.Builder
+	tools.WriteString(`{"type":"array","minItems":1,"items":{"anyOf":[`)
+	for i := range 8 {
+		if i > 0 {
+			tools.WriteByte(',')
+		}
+		fmt.Fprintf(&tools, `{"properties":{"name":{"type":"string","enum":["get_weather_%d"]},"parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]}},"required":["name","parameters"]}`, i)
+	}
+	tools.WriteString(`]}}`)
+	tg, err := Compile([]byte(tools.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, prefix string }{
+		{"anyof8_item_start", `[{`},
+		{"anyof8_name", `[{"name": "get_wea`},
+		{"anyof8_arguments", `[{"name": "get_weather_3", "parameters": {"city": "Os`},
+	} {
+		st := tg.Start()
 		if !st.FeedBytes([]byte(c.prefix)) {
 			b.Fatalf("%q rejected", c.prefix)
 		}

@@ -752,6 +752,23 @@ func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], e
 		if !ok {
 			return
 		}
+		// A choice that ended without its finish chunk was cut short:
+		// ctx ended (its error may have been dropped by a send that saw
+		// ctx done first) or generation failed. Say so rather than end
+		// the stream as if it had completed.
+		for _, c := range counts {
+			if !c.finished {
+				err := c.err
+				if err == nil {
+					err = ctx.Err()
+				}
+				if err == nil {
+					err = ErrEngineClosed
+				}
+				yield(nil, err)
+				return
+			}
+		}
 		u := &Usage{}
 		for _, p := range run.prompts {
 			u.PromptTokens += len(p)
@@ -785,7 +802,14 @@ type chatChunkOrErr = struct {
 	err error
 }
 
-type choiceCount struct{ tokens, reasoning int }
+// choiceCount is what one choice's pipeline reports when it ends: its
+// token counts, whether it sent its finish chunk, and the error that
+// ended it otherwise (nil when ctx ended).
+type choiceCount struct {
+	tokens, reasoning int
+	finished          bool
+	err               error
+}
 
 // newToolCallID returns an OpenAI-style call id.
 func newToolCallID() string {
@@ -886,6 +910,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	var matched, stopReason any
 	for tok, err := range run.e.tokens(r) {
 		if err != nil {
+			cnt.err = err
 			send(&chatChunkOrErr{err: err})
 			return cnt
 		}
@@ -964,7 +989,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		// array of several), "stop" for a named tool_choice.
 		finish = "tool_calls"
 	}
-	send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
+	cnt.finished = send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
 	return cnt
 }
 

@@ -685,6 +685,9 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // the caller's loop body is the callback, break is cancellation, and the
 // ordering of chunks is the caller's to see.
 func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*ChatChunk, error], error) {
+	if e != nil && ctx == nil {
+		return nil, errNilContext
+	}
 	run, err := e.prepareChat(req)
 	if err != nil {
 		return nil, err
@@ -695,6 +698,9 @@ func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*C
 
 // stream starts every choice (n per prompt) and merges their chunks.
 func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	e := run.e
 	ctx, cancel := context.WithCancel(ctx)
 	total := run.n * len(run.prompts)

@@ -125,6 +125,9 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	if e == nil {
 		return nil, errNilEngine
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if req == nil {
 		return nil, paramErr("request", "nil request")
 	}

@@ -51,6 +51,9 @@ type TensorInfo struct {
 // validates the Weights against the Config (see Load for the options). Only
 // metadata is read: tensor bytes are memory-mapped, not loaded.
 func OpenCheckpoint(ctx context.Context, dir string, opts ...Option) (*Checkpoint, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	o := newLoadOptions(opts)
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {

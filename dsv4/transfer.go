@@ -28,6 +28,9 @@ var ErrIncompatible = errors.New("dsv4: incompatible models for KV transfer")
 // Config fingerprint differs from seq's model's: see ConfigFingerprint), or
 // ctx.Err(); seq is unchanged by any error.
 func TransferKV(ctx context.Context, seq *Sequence, dst *Model) (*Sequence, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

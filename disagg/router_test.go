@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -312,5 +313,46 @@ func TestCircuitBreakerAndHealth(t *testing.T) {
 	rt.CheckHealth(context.Background())
 	if w.Healthy() {
 		t.Fatal("dead worker still healthy")
+	}
+}
+
+// TestPoliciesOwnRouter: the policies called directly, as a router of one's
+// own would (the Router never passes an empty list), return nil for no
+// candidates and skip nil entries instead of panicking (they used to panic:
+// IntN(0), a division by zero, c[0] of an empty slice); a zero CacheAware
+// works.
+func TestPoliciesOwnRouter(t *testing.T) {
+	a, b := &Worker{URL: "a"}, &Worker{URL: "b"}
+	pols := map[string]Policy{"zero CacheAware": &CacheAware{}}
+	for _, name := range []string{"random", "round_robin", "power_of_two", "cache_aware"} {
+		p, err := NewPolicy(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pols[name] = p
+	}
+	cases := []struct {
+		name  string
+		cands []*Worker
+		want  []*Worker // allowed answers; none: nil
+	}{
+		{"nil list", nil, nil},
+		{"empty list", []*Worker{}, nil},
+		{"only nil", []*Worker{nil, nil}, nil},
+		{"one", []*Worker{a}, []*Worker{a}},
+		{"nil first", []*Worker{nil, b}, []*Worker{b}},
+		{"nil between", []*Worker{a, nil, b}, []*Worker{a, b}},
+	}
+	for name, p := range pols {
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				for range 20 {
+					got := p.Pick(tc.cands, "a key longer than one sixteen-byte edge")
+					if len(tc.want) == 0 && got != nil || len(tc.want) > 0 && !slices.Contains(tc.want, got) {
+						t.Fatalf("Pick = %v, want one of %v", got, tc.want)
+					}
+				}
+			})
+		}
 	}
 }

@@ -34,9 +34,13 @@ type Identity struct {
 	Vocab int `json:"vocab"`
 }
 
-// ModelIdentity computes m's identity under the served name name.
+// ModelIdentity computes m's identity under the served name name. A nil m
+// gives an identity without fingerprints, which Compatible refuses.
 func ModelIdentity(m *dsv4.Model, name string) Identity {
 	cfg := m.Config()
+	if cfg == nil { // a nil Model: no fingerprints, compatible with no model
+		return Identity{Protocol: ProtocolVersion, Model: name}
+	}
 	id := Identity{
 		Protocol: ProtocolVersion, Model: name,
 		Config: dsv4.ConfigFingerprint(cfg), KVLayout: dsv4.KVLayoutFingerprint(cfg),
@@ -73,6 +77,9 @@ func (a Identity) Compatible(b Identity) error {
 		}
 	}
 	add("protocol", a.Protocol, b.Protocol)
+	if a.Config == "" || b.Config == "" {
+		diff = append(diff, "no config fingerprint (a zero Identity, or ModelIdentity of a nil model)")
+	}
 	add("config", a.Config, b.Config)
 	add("kv_layout", a.KVLayout, b.KVLayout)
 	add("weights", a.Weights, b.Weights)

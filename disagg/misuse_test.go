@@ -15,7 +15,7 @@ import (
 //   - Put of a nil handoff is ErrMalformed and leaves the room as it was (it
 //     was parked and handed to the decode side as nil);
 //   - ModelIdentity of a nil model has no fingerprints and Compatible refuses
-//     it (it panicked);
+//     it (it panicked); after Model.Close it is unchanged (it changed);
 //   - Serve without a Source returns at once (it served until a handshake
 //     panicked on it);
 //   - a GRPCTransport Conn's Fetch and Abort after Close are ErrUnavailable
@@ -77,6 +77,27 @@ func TestSDKMisuse(t *testing.T) {
 				return errors.New("an identity without fingerprints is compatible")
 			}
 			return id.Compatible(id)
+		}},
+		{"ModelIdentity after Close", func() error {
+			// The weights fingerprint read the mapped norms, which Close
+			// unmaps: a closed model's identity was incompatible with its
+			// own (and two closed models of different trainings matched).
+			m := loadModel(t, ckptA)
+			before := ModelIdentity(m, "a")
+			if before.Weights != id.Weights || before.Weights == "" {
+				return errors.New("two loads of one checkpoint differ")
+			}
+			m.Close()
+			if err := ModelIdentity(m, "a").Compatible(before); err != nil {
+				return err
+			}
+			other := loadModel(t, ckptOther)
+			wo := ModelIdentity(other, "o").Weights
+			other.Close()
+			if wo == before.Weights || ModelIdentity(other, "o").Weights != wo {
+				return errors.New("another checkpoint's fingerprint equals, or changed at Close")
+			}
+			return nil
 		}},
 		{"Serve nil source", func() error {
 			for _, tr := range []Transport{&GRPCTransport{}, &InProcess{}} {

@@ -43,8 +43,12 @@ func TestTensorAfterClose(t *testing.T) {
 			if _, err := m.Prefill(ctx, seq, []int32{1, 2, 3}); err != nil {
 				t.Fatal(err)
 			}
+			fp := m.WeightsFingerprint()
 			if err := m.Close(); err != nil {
 				t.Fatal(err)
+			}
+			if fp == "" || m.WeightsFingerprint() != fp {
+				t.Fatalf("WeightsFingerprint %q before Close, %q after", fp, m.WeightsFingerprint())
 			}
 			cases := []struct {
 				name string

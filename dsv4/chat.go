@@ -572,7 +572,8 @@ func (run *chatRun) forcer() func(int32) []int32 {
 // tool_calls. Errors wrapping ErrInvalidParams (bad request),
 // ErrContextLength, ErrRequestTooLarge, ErrQueueFull and ErrEngineClosed
 // come before generation (a nil req or Engine: ErrInvalidParams); ctx
-// cancellation stops it and frees its state.
+// cancellation stops it, frees its state and returns ctx.Err(), never a
+// partial response.
 func (e *Engine) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
 	stream, err := e.ChatStream(ctx, req)
 	if err != nil {
@@ -674,7 +675,9 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // each choice's last chunk carries its finish_reason ("stop", "length",
 // "tool_calls"); a final chunk with Index -1 carries the Usage. With n > 1
 // choices interleave. Errors before generation are returned at once; an
-// error during generation is the iterator's last element. Breaking out of
+// error during generation is the iterator's last element: a stream cut short
+// (ctx ended: ctx.Err(); the engine closed) ends with it, never with the
+// Usage chunk, so the Usage chunk means every choice finished. Breaking out of
 // the loop or cancelling ctx stops every choice and frees their state. The
 // choices are queued when ChatStream returns: range over the iterator (or
 // cancel ctx); unread, they pause and end as Generate's do

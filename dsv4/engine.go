@@ -290,9 +290,16 @@ func (e *Engine) Close(ctx context.Context) error {
 	select {
 	case <-e.s.done:
 	case <-ctx.Done():
-		err = ctx.Err()
+		// "had to cancel": requests were running (admitted, state live)
+		// when ctx ended, or the loop ended some. An idle engine's loop
+		// may simply not have exited yet: that is no cancellation (it
+		// returned ctx's error every time, e.g. from an already-expired ctx).
+		busy := e.s.stats.liveSeqs.Load() > 0
 		e.cancel()
 		<-e.s.done
+		if busy || e.s.killed.Load() {
+			err = ctx.Err()
+		}
 	}
 	e.cancel()
 	return err

@@ -99,6 +99,13 @@ func TestSDKMisuse(t *testing.T) {
 			}
 			return nil
 		}},
+		{"nil Handoff and Worker accessors", func() error {
+			var w *Worker
+			if (*Handoff)(nil).Bytes() != 0 || w.InFlight() != 0 || w.Healthy() {
+				return errors.New("nil accessors")
+			}
+			return nil
+		}},
 		{"Serve nil source", func() error {
 			for _, tr := range []Transport{&GRPCTransport{}, &InProcess{}} {
 				lis, err := net.Listen("tcp", "127.0.0.1:0")

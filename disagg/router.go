@@ -48,10 +48,18 @@ type Worker struct {
 }
 
 // InFlight is the number of requests the router has outstanding on w.
-func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+func (w *Worker) InFlight() int64 {
+	if w == nil {
+		return 0
+	}
+	return w.inflight.Load()
+}
 
-// Healthy reports the last health verdict.
+// Healthy reports the last health verdict (false for a nil w).
 func (w *Worker) Healthy() bool {
+	if w == nil {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.healthy

@@ -82,8 +82,12 @@ type Handoff struct {
 	Sampling json.RawMessage
 }
 
-// Bytes returns the float32 payload bytes of h (state plus logits).
+// Bytes returns the float32 payload bytes of h (state plus logits); 0 for a
+// nil h.
 func (h *Handoff) Bytes() int64 {
+	if h == nil {
+		return 0
+	}
 	n := 4 * int64(len(h.Logits))
 	if h.State != nil {
 		n += h.State.Bytes()

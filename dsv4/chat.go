@@ -604,8 +604,11 @@ type chatAcc struct {
 	calls              []ToolCall
 }
 
-// Add folds one chunk in.
+// Add folds one chunk in (a nil chunk is ignored).
 func (a *ChatAccumulator) Add(ch *ChatChunk) {
+	if ch == nil {
+		return
+	}
 	if ch.Usage != nil {
 		a.usage = *ch.Usage
 		return

@@ -7,7 +7,8 @@ import (
 	"sync/atomic"
 )
 
-// Policy picks a worker for a request among candidates. The Router passes
+// Policy picks a worker for a request among candidates; RouterConfig.Picker
+// makes a Router use one of your own. The Router passes
 // only healthy workers and never an empty list; the policies of NewPolicy,
 // called directly (a router of one's own), skip nil entries and return nil
 // when no worker is left, rather than panic. key is the request's cache key

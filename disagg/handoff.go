@@ -12,7 +12,8 @@ import (
 // request's handoff: the sequence's state (Snapshot), the last position's
 // logits and the greedy first token. The sequence is released before it
 // returns. sampling is stored as is (JSON of the request's dsv4.SamplingParams,
-// or nil). Errors: those of Model.Prefill and Sequence.Snapshot.
+// or nil). Errors: dsv4.ErrInvalidParams for an empty prompt, a nil m or a
+// nil ctx; otherwise those of Model.Prefill and Sequence.Snapshot.
 func PrefillHandoff(ctx context.Context, m *dsv4.Model, room uint64, prompt []int32, sampling json.RawMessage) (*Handoff, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", dsv4.ErrInvalidParams)

@@ -1,8 +1,6 @@
 package disagg
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -22,8 +20,8 @@ type Identity struct {
 	// KVLayout is dsv4.KVLayoutFingerprint: layer count and types, widths,
 	// rates, window.
 	KVLayout string `json:"kv_layout"`
-	// Weights fingerprints the checkpoint: its tensor names, dtypes and
-	// shapes and the bytes of a few small tensors.
+	// Weights fingerprints the checkpoint (dsv4.Model.WeightsFingerprint):
+	// its tensor names, dtypes and shapes and the values of its small norms.
 	Weights string `json:"weights"`
 	// LayerTypes lists the attention type of each layer.
 	LayerTypes []string `json:"layer_types"`
@@ -34,9 +32,13 @@ type Identity struct {
 	Vocab int `json:"vocab"`
 }
 
-// ModelIdentity computes m's identity under the served name name.
+// ModelIdentity computes m's identity under the served name name. A nil m
+// gives an identity without fingerprints, which Compatible refuses.
 func ModelIdentity(m *dsv4.Model, name string) Identity {
 	cfg := m.Config()
+	if cfg == nil { // a nil Model: no fingerprints, compatible with no model
+		return Identity{Protocol: ProtocolVersion, Model: name}
+	}
 	id := Identity{
 		Protocol: ProtocolVersion, Model: name,
 		Config: dsv4.ConfigFingerprint(cfg), KVLayout: dsv4.KVLayoutFingerprint(cfg),
@@ -45,21 +47,9 @@ func ModelIdentity(m *dsv4.Model, name string) Identity {
 	for _, t := range cfg.LayerTypes {
 		id.LayerTypes = append(id.LayerTypes, string(t))
 	}
-	h := sha256.New()
-	if ck := m.Checkpoint(); ck != nil {
-		for _, ti := range ck.TensorInfos() {
-			fmt.Fprintf(h, "%s|%s|%v|%d\n", ti.Canonical, ti.DType, ti.Shape, ti.Bytes)
-			// The norms are small and differ between any two trainings.
-			if strings.HasSuffix(ti.Canonical, "norm.weight") && ti.Bytes <= 1<<16 {
-				if t, err := ck.Raw(ti.Name); err == nil {
-					if v, err := t.Float32(); err == nil {
-						h.Write(f32Bytes(v))
-					}
-				}
-			}
-		}
-	}
-	id.Weights = hex.EncodeToString(h.Sum(nil))
+	// Computed at Load: the same after m.Close (reading the unmapped norms
+	// here gave another value then, so a closed model's server was refused).
+	id.Weights = m.WeightsFingerprint()
 	return id
 }
 
@@ -73,6 +63,9 @@ func (a Identity) Compatible(b Identity) error {
 		}
 	}
 	add("protocol", a.Protocol, b.Protocol)
+	if a.Config == "" || b.Config == "" {
+		diff = append(diff, "no config fingerprint (a zero Identity, or ModelIdentity of a nil model)")
+	}
 	add("config", a.Config, b.Config)
 	add("kv_layout", a.KVLayout, b.KVLayout)
 	add("weights", a.Weights, b.Weights)

@@ -7,9 +7,12 @@ import (
 	"sync/atomic"
 )
 
-// Policy picks a worker for a request among candidates (all healthy, never
-// empty). key is the request's cache key (the text of its messages) for
-// cache-aware selection.
+// Policy picks a worker for a request among candidates; RouterConfig.Picker
+// makes a Router use one of your own. The Router passes
+// only healthy workers and never an empty list; the policies of NewPolicy,
+// called directly (a router of one's own), skip nil entries and return nil
+// when no worker is left, rather than panic. key is the request's cache key
+// (the text of its messages) for cache-aware selection.
 type Policy interface {
 	Pick(cands []*Worker, key string) *Worker
 }
@@ -33,19 +36,46 @@ func NewPolicy(name string) (Policy, error) {
 	return nil, fmt.Errorf("disagg: unknown policy %q (want random, round_robin, power_of_two or cache_aware)", name)
 }
 
+// nonNil returns c without its nil entries (c itself when it has none).
+func nonNil(c []*Worker) []*Worker {
+	for i, w := range c {
+		if w == nil {
+			out := append([]*Worker(nil), c[:i]...)
+			for _, w := range c[i+1:] {
+				if w != nil {
+					out = append(out, w)
+				}
+			}
+			return out
+		}
+	}
+	return c
+}
+
 type randomPolicy struct{}
 
-func (randomPolicy) Pick(c []*Worker, _ string) *Worker { return c[rand.IntN(len(c))] }
+func (randomPolicy) Pick(c []*Worker, _ string) *Worker {
+	if c = nonNil(c); len(c) == 0 {
+		return nil
+	}
+	return c[rand.IntN(len(c))]
+}
 
 type roundRobin struct{ n atomic.Uint64 }
 
 func (p *roundRobin) Pick(c []*Worker, _ string) *Worker {
+	if c = nonNil(c); len(c) == 0 {
+		return nil
+	}
 	return c[int((p.n.Add(1)-1)%uint64(len(c)))]
 }
 
 type powerOfTwo struct{}
 
 func (powerOfTwo) Pick(c []*Worker, _ string) *Worker {
+	if c = nonNil(c); len(c) == 0 {
+		return nil
+	}
 	if len(c) == 1 {
 		return c[0]
 	}
@@ -62,7 +92,9 @@ func (powerOfTwo) Pick(c []*Worker, _ string) *Worker {
 
 // CacheAware is the cache-aware policy: an approximate radix tree of the
 // request texts each worker served (edges of 16 bytes), so that requests
-// sharing a prefix go where its KV cache likely is.
+// sharing a prefix go where its KV cache likely is. Make one with
+// NewCacheAware (NewPolicy("cache_aware") gives SGLang's settings); the zero
+// value works, with every threshold and the byte bound 0.
 type CacheAware struct {
 	threshold float64
 	absImb    int64
@@ -92,8 +124,11 @@ func newTrieNode() *trieNode {
 	return &trieNode{kids: map[string]*trieNode{}, workers: map[*Worker]struct{}{}}
 }
 
-// Pick implements Policy.
+// Pick implements Policy (nil for no candidates).
 func (p *CacheAware) Pick(c []*Worker, key string) *Worker {
+	if c = nonNil(c); len(c) == 0 {
+		return nil
+	}
 	least := c[0]
 	most := c[0]
 	for _, w := range c[1:] {
@@ -106,6 +141,9 @@ func (p *CacheAware) Pick(c []*Worker, key string) *Worker {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.root == nil { // a zero CacheAware: threshold 0, no imbalance rule
+		p.root = newTrieNode()
+	}
 	chosen := least
 	lo, hi := least.InFlight(), most.InFlight()
 	imbalanced := hi-lo > p.absImb && float64(hi) > p.relImb*float64(lo)

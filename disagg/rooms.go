@@ -65,7 +65,8 @@ type room struct {
 // Rooms is the prefill side's table of rooms: the per-room state machine, the
 // lease on parked handoffs and the tombstones that keep late messages from
 // attaching to a finished room id. It implements Source. Safe for concurrent
-// use.
+// use. Make it with NewRooms (the identity it serves); a zero Rooms works
+// but has a zero Identity, which no decode side accepts.
 type Rooms struct {
 	// Lease is how long a ready handoff waits for the decode side before it
 	// is dropped (vLLM's KV lease); default 30 s.
@@ -158,6 +159,9 @@ func (rs *Rooms) tombLocked(id uint64, err error) {
 	if _, ok := rs.tombs[id]; ok {
 		return
 	}
+	if rs.tombs == nil { // a Rooms made without NewRooms
+		rs.tombs = map[uint64]error{}
+	}
 	rs.tombs[id] = err
 	rs.tombQ = append(rs.tombQ, id)
 	if len(rs.tombQ) > maxTombstones {
@@ -182,6 +186,9 @@ func (rs *Rooms) getLocked(id uint64, s RoomState) (*room, error) {
 		return nil, fmt.Errorf("%w: prefill server closing", ErrUnavailable)
 	}
 	r := &room{id: id, state: s, changed: make(chan struct{})}
+	if rs.rooms == nil { // a Rooms made without NewRooms
+		rs.rooms = map[uint64]*room{}
+	}
 	rs.rooms[id] = r
 	return r, nil
 }
@@ -219,8 +226,13 @@ func (rs *Rooms) Open(id uint64) error {
 }
 
 // Put parks the prefilled handoff of room id under a lease. If the room was
-// aborted meanwhile, the handoff is dropped and Put returns ErrAborted.
+// aborted meanwhile, the handoff is dropped and Put returns ErrAborted. A nil
+// h or h.State is refused with ErrMalformed and the room is left as it was
+// (Fail it); parked, it would have reached the decode side as a nil handoff.
 func (rs *Rooms) Put(id uint64, h *Handoff) error {
+	if h == nil || h.State == nil {
+		return fmt.Errorf("%w: Put of a nil handoff or state (room %d)", ErrMalformed, id)
+	}
 	rs.mu.Lock()
 	r, ok := rs.rooms[id]
 	if !ok || !r.opened {

@@ -48,10 +48,18 @@ type Worker struct {
 }
 
 // InFlight is the number of requests the router has outstanding on w.
-func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+func (w *Worker) InFlight() int64 {
+	if w == nil {
+		return 0
+	}
+	return w.inflight.Load()
+}
 
-// Healthy reports the last health verdict.
+// Healthy reports the last health verdict (false for a nil w).
 func (w *Worker) Healthy() bool {
+	if w == nil {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.healthy
@@ -84,6 +92,13 @@ type RouterConfig struct {
 	// Policy names the selection policy (NewPolicy); PrefillPolicy and
 	// DecodePolicy override it per role in PD mode.
 	Policy, PrefillPolicy, DecodePolicy string
+	// Picker, when set, is a Policy of your own that picks every worker
+	// (Worker.Role tells prefill from decode); the named policies are then
+	// not used. It gets only healthy, compatible, not yet tried workers,
+	// never an empty list, from many goroutines at once; a nil answer, or
+	// a worker not among them, means none is available (503, as when no
+	// worker is healthy).
+	Picker Policy
 	// Sequential selects the sequential coordination (prefill first, its
 	// kv_transfer_params handed to decode) instead of concurrent dispatch.
 	Sequential bool
@@ -230,11 +245,15 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		if dp == "" {
 			dp = cfg.Policy
 		}
-		if rt.polP, err = NewPolicy(pp); err != nil {
-			return nil, err
-		}
-		if rt.polD, err = NewPolicy(dp); err != nil {
-			return nil, err
+		if cfg.Picker != nil {
+			rt.polP, rt.polD = cfg.Picker, cfg.Picker
+		} else {
+			if rt.polP, err = NewPolicy(pp); err != nil {
+				return nil, err
+			}
+			if rt.polD, err = NewPolicy(dp); err != nil {
+				return nil, err
+			}
 		}
 	} else {
 		if len(cfg.Workers) == 0 {
@@ -247,7 +266,9 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 			}
 			rt.regular = append(rt.regular, w)
 		}
-		if rt.polR, err = NewPolicy(cfg.Policy); err != nil {
+		if cfg.Picker != nil {
+			rt.polR = cfg.Picker
+		} else if rt.polR, err = NewPolicy(cfg.Policy); err != nil {
 			return nil, err
 		}
 	}
@@ -444,7 +465,11 @@ func (rt *Router) pick(pol Policy, ws []*Worker, exclude map[*Worker]bool, key s
 	if len(cands) == 0 {
 		return nil
 	}
-	return pol.Pick(cands, key)
+	w := pol.Pick(cands, key)
+	if !slices.Contains(cands, w) { // a Picker of the caller's that misbehaved
+		return nil
+	}
+	return w
 }
 
 func compatible(a, b *Worker) bool {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -312,5 +313,112 @@ func TestCircuitBreakerAndHealth(t *testing.T) {
 	rt.CheckHealth(context.Background())
 	if w.Healthy() {
 		t.Fatal("dead worker still healthy")
+	}
+}
+
+// TestPoliciesOwnRouter: the policies called directly, as a router of one's
+// own would (the Router never passes an empty list), return nil for no
+// candidates and skip nil entries instead of panicking (they used to panic:
+// IntN(0), a division by zero, c[0] of an empty slice); a zero CacheAware
+// works.
+func TestPoliciesOwnRouter(t *testing.T) {
+	a, b := &Worker{URL: "a"}, &Worker{URL: "b"}
+	pols := map[string]Policy{"zero CacheAware": &CacheAware{}}
+	for _, name := range []string{"random", "round_robin", "power_of_two", "cache_aware"} {
+		p, err := NewPolicy(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pols[name] = p
+	}
+	cases := []struct {
+		name  string
+		cands []*Worker
+		want  []*Worker // allowed answers; none: nil
+	}{
+		{"nil list", nil, nil},
+		{"empty list", []*Worker{}, nil},
+		{"only nil", []*Worker{nil, nil}, nil},
+		{"one", []*Worker{a}, []*Worker{a}},
+		{"nil first", []*Worker{nil, b}, []*Worker{b}},
+		{"nil between", []*Worker{a, nil, b}, []*Worker{a, b}},
+	}
+	for name, p := range pols {
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				for range 20 {
+					got := p.Pick(tc.cands, "a key longer than one sixteen-byte edge")
+					if len(tc.want) == 0 && got != nil || len(tc.want) > 0 && !slices.Contains(tc.want, got) {
+						t.Fatalf("Pick = %v, want one of %v", got, tc.want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// pickerFunc is a Policy from a function.
+type pickerFunc func([]*Worker, string) *Worker
+
+func (f pickerFunc) Pick(c []*Worker, key string) *Worker { return f(c, key) }
+
+// TestRouterPicker: RouterConfig.Picker, a Policy of the caller's, picks
+// every worker in both modes (the exported Policy interface had no way into
+// a Router: only NewPolicy's names); a Picker answering nil or a worker that
+// was not offered gives 503, not a panic or a request to it.
+func TestRouterPicker(t *testing.T) {
+	ok := func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":1}}`)
+	}
+	var r1, r2, pr, dr recorder
+	w1, w2 := fakeServer(t, &r1, ok), fakeServer(t, &r2, ok)
+	p, d := fakeServer(t, &pr, ok), fakeServer(t, &dr, ok)
+	var seen sync.Map // role -> true
+	last := func(c []*Worker, _ string) *Worker {
+		for _, w := range c {
+			seen.Store(w.Role, true)
+		}
+		return c[len(c)-1]
+	}
+	stranger := &Worker{URL: w1.URL, Role: "regular"}
+	cases := []struct {
+		name   string
+		cfg    RouterConfig
+		picker pickerFunc
+		status int
+		check  func() bool
+	}{
+		{"regular: the last worker", RouterConfig{Workers: []string{w1.URL, w2.URL}, Policy: "round_robin"}, last, 200,
+			func() bool { return r1.calls.Load() == 0 && r2.calls.Load() == 3 }},
+		{"PD: both roles", RouterConfig{PD: true, Prefill: []PrefillWorker{{URL: p.URL, BootstrapPort: 1}}, Decode: []string{d.URL}}, last, 200,
+			func() bool {
+				_, pseen := seen.Load("prefill")
+				_, dseen := seen.Load("decode")
+				return pseen && dseen && dr.calls.Load() == 3
+			}},
+		{"nil answer", RouterConfig{Workers: []string{w1.URL}}, func([]*Worker, string) *Worker { return nil }, 503, nil},
+		{"a worker not offered", RouterConfig{Workers: []string{w1.URL}}, func([]*Worker, string) *Worker { return stranger }, 503,
+			func() bool { return r1.calls.Load() == 0 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Picker = tc.picker
+			url := routerFor(t, tc.cfg)
+			for range 3 {
+				resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d (%s), want %d", resp.StatusCode, b, tc.status)
+				}
+			}
+			if tc.check != nil && !tc.check() {
+				t.Fatal("the Picker's choice was not followed")
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
@@ -81,6 +82,9 @@ type InProcess struct {
 // Serve registers src under lis.Addr().String() until ctx ends. lis is not
 // read.
 func (t *InProcess) Serve(ctx context.Context, lis net.Listener, src Source) error {
+	if lis == nil || src == nil {
+		return errors.New("disagg: Serve needs a listener and a Source")
+	}
 	addr := lis.Addr().String()
 	t.mu.Lock()
 	if t.srcs == nil {
@@ -358,6 +362,9 @@ func fromStatus(err error) error {
 
 // Serve runs the bootstrap gRPC service for src on lis until ctx ends.
 func (t *GRPCTransport) Serve(ctx context.Context, lis net.Listener, src Source) error {
+	if lis == nil || src == nil {
+		return errors.New("disagg: Serve needs a listener and a Source")
+	}
 	gs := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(MaxFrameBytes+frameOverhead), grpc.MaxSendMsgSize(MaxFrameBytes+frameOverhead),
 		grpc.InitialWindowSize(windowBytes), grpc.InitialConnWindowSize(windowBytes),
@@ -380,7 +387,15 @@ type grpcConn struct {
 	local  Identity
 	remote Identity
 	lim    Limits // what Fetch's decoder accepts
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
 }
+
+// errConnClosed is what Fetch and Abort return on a closed Conn (grpc says
+// Canceled, which read as the caller's own ctx having been cancelled).
+var errConnClosed = fmt.Errorf("%w: connection closed", ErrUnavailable)
 
 // limitDialer is a Transport whose decode side decodes wire streams: a
 // DecodeServer dials through it with the Limits derived from its model.
@@ -425,17 +440,44 @@ func (t *GRPCTransport) dialLimits(ctx context.Context, addr string, local Ident
 }
 
 func (c *grpcConn) Remote() Identity { return c.remote }
-func (c *grpcConn) Close() error     { return c.cc.Close() }
+
+// Close closes the connection; later calls return nil, and Fetch and Abort
+// then fail with ErrUnavailable.
+func (c *grpcConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.closeErr = c.cc.Close()
+	})
+	return c.closeErr
+}
 
 func (c *grpcConn) Abort(ctx context.Context, id uint64, reason string) error {
+	if c.closed.Load() {
+		return errConnClosed
+	}
 	b, _ := json.Marshal(fetchReq{Room: id, Config: c.local.Config, Reason: reason})
 	var out rawMsg
-	return fromStatus(c.cc.Invoke(ctx, "/"+serviceName+"/Abort", &rawMsg{b: b}, &out))
+	err := c.cc.Invoke(ctx, "/"+serviceName+"/Abort", &rawMsg{b: b}, &out)
+	if err != nil && ctx.Err() == nil && c.closed.Load() {
+		return errConnClosed
+	}
+	return fromStatus(err)
 }
 
 var fetchDesc = grpc.StreamDesc{StreamName: "Fetch", ServerStreams: true}
 
 func (c *grpcConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
+	if c.closed.Load() {
+		return nil, errConnClosed
+	}
+	h, err := c.fetch(ctx, id)
+	if err != nil && ctx.Err() == nil && c.closed.Load() {
+		return nil, errConnClosed // closed while it ran
+	}
+	return h, err
+}
+
+func (c *grpcConn) fetch(ctx context.Context, id uint64) (*Handoff, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := c.cc.NewStream(ctx, &fetchDesc, "/"+serviceName+"/Fetch")

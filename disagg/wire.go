@@ -82,8 +82,12 @@ type Handoff struct {
 	Sampling json.RawMessage
 }
 
-// Bytes returns the float32 payload bytes of h (state plus logits).
+// Bytes returns the float32 payload bytes of h (state plus logits); 0 for a
+// nil h.
 func (h *Handoff) Bytes() int64 {
+	if h == nil {
+		return 0
+	}
 	n := 4 * int64(len(h.Logits))
 	if h.State != nil {
 		n += h.State.Bytes()
@@ -148,8 +152,9 @@ func compOf(c *dsv4.CompressorState) *wireComp {
 	return &wireComp{Width: c.Width, Rate: c.Rate, Overlap: c.Overlap}
 }
 
-// Encoder turns a Handoff into frames. The zero value is not usable: see
-// NewEncoder.
+// Encoder turns a Handoff into frames. Make one with NewEncoder; the zero
+// value stamps a zero Identity (which no receiver accepts) and uses
+// DefaultChunkBytes.
 type Encoder struct {
 	id    Identity
 	chunk int
@@ -169,8 +174,12 @@ func NewEncoder(id Identity, chunkBytes int) *Encoder {
 
 // Encode calls emit with each frame of h in order: header, data, trailer.
 // A frame slice is only valid during the call (the encoder reuses it). It
-// returns emit's first error. h.State must be non-nil.
+// returns emit's first error. A nil h or h.State is ErrMalformed; a nil
+// emit or Encoder an error.
 func (e *Encoder) Encode(h *Handoff, emit func(frame []byte) error) error {
+	if emit == nil {
+		return errors.New("disagg: nil emit function")
+	}
 	return e.EncodeParts(h, func(parts [][]byte) error {
 		if len(parts) == 1 {
 			return emit(parts[0])
@@ -197,8 +206,15 @@ func (e *Encoder) Encode(h *Handoff, emit func(frame []byte) error) error {
 // fresh. Transports that can send scatter lists (gRPC's mem.BufferSlice,
 // writev, RDMA SGEs) use it to avoid a copy.
 func (e *Encoder) EncodeParts(h *Handoff, emit func(parts [][]byte) error) error {
+	if e == nil || emit == nil {
+		return errors.New("disagg: nil Encoder or emit function")
+	}
 	if h == nil || h.State == nil {
 		return fmt.Errorf("%w: nil handoff or state", ErrMalformed)
+	}
+	chunk := e.chunk
+	if chunk <= 0 { // a zero Encoder: it used to loop for ever on 0-byte frames
+		chunk = DefaultChunkBytes
 	}
 	if !nativeLE {
 		return errors.New("disagg: the wire format needs a little-endian host")
@@ -234,7 +250,7 @@ func (e *Encoder) EncodeParts(h *Handoff, emit func(parts [][]byte) error) error
 	ci, coff := 0, 0
 	var parts [][]byte
 	for off < hd.TotalBytes {
-		size := int(min(int64(e.chunk), hd.TotalBytes-off))
+		size := int(min(int64(chunk), hd.TotalBytes-off))
 		hdr := make([]byte, 13)
 		hdr[0] = frameData
 		binary.LittleEndian.PutUint32(hdr[1:], uint32(8+size))
@@ -580,6 +596,9 @@ func (d *Decoder) totalBytes() int64 {
 // WriteStream writes h to w as a byte stream of frames (the form used over
 // plain TCP and in files; gRPC carries the same frames as messages).
 func WriteStream(w io.Writer, h *Handoff, id Identity, chunkBytes int) error {
+	if w == nil {
+		return errors.New("disagg: WriteStream to a nil io.Writer")
+	}
 	return NewEncoder(id, chunkBytes).EncodeParts(h, func(parts [][]byte) error {
 		bufs := net.Buffers(parts) // writev on sockets
 		_, err := bufs.WriteTo(w)
@@ -590,6 +609,9 @@ func WriteStream(w io.Writer, h *Handoff, id Identity, chunkBytes int) error {
 // ReadStream reads one handoff written by WriteStream. A stream that ends
 // early gives ErrTruncated; other errors as Decoder.Next.
 func ReadStream(r io.Reader, local Identity, lim Limits) (*Handoff, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: ReadStream from a nil io.Reader", ErrTruncated)
+	}
 	d := NewDecoder(local, lim)
 	var hdr [5]byte
 	var buf []byte

@@ -572,7 +572,8 @@ func (run *chatRun) forcer() func(int32) []int32 {
 // tool_calls. Errors wrapping ErrInvalidParams (bad request),
 // ErrContextLength, ErrRequestTooLarge, ErrQueueFull and ErrEngineClosed
 // come before generation (a nil req or Engine: ErrInvalidParams); ctx
-// cancellation stops it and frees its state.
+// cancellation stops it, frees its state and returns ctx.Err(), never a
+// partial response.
 func (e *Engine) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
 	stream, err := e.ChatStream(ctx, req)
 	if err != nil {
@@ -603,8 +604,11 @@ type chatAcc struct {
 	calls              []ToolCall
 }
 
-// Add folds one chunk in.
+// Add folds one chunk in (a nil chunk is ignored).
 func (a *ChatAccumulator) Add(ch *ChatChunk) {
+	if ch == nil {
+		return
+	}
 	if ch.Usage != nil {
 		a.usage = *ch.Usage
 		return
@@ -674,7 +678,9 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // each choice's last chunk carries its finish_reason ("stop", "length",
 // "tool_calls"); a final chunk with Index -1 carries the Usage. With n > 1
 // choices interleave. Errors before generation are returned at once; an
-// error during generation is the iterator's last element. Breaking out of
+// error during generation is the iterator's last element: a stream cut short
+// (ctx ended: ctx.Err(); the engine closed) ends with it, never with the
+// Usage chunk, so the Usage chunk means every choice finished. Breaking out of
 // the loop or cancelling ctx stops every choice and frees their state. The
 // choices are queued when ChatStream returns: range over the iterator (or
 // cancel ctx); unread, they pause and end as Generate's do
@@ -685,6 +691,9 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // the caller's loop body is the callback, break is cancellation, and the
 // ordering of chunks is the caller's to see.
 func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*ChatChunk, error], error) {
+	if e != nil && ctx == nil {
+		return nil, errNilContext
+	}
 	run, err := e.prepareChat(req)
 	if err != nil {
 		return nil, err
@@ -695,6 +704,9 @@ func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*C
 
 // stream starts every choice (n per prompt) and merges their chunks.
 func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	e := run.e
 	ctx, cancel := context.WithCancel(ctx)
 	total := run.n * len(run.prompts)
@@ -752,6 +764,23 @@ func (run *chatRun) stream(ctx context.Context) (iter.Seq2[*ChatChunk, error], e
 		if !ok {
 			return
 		}
+		// A choice that ended without its finish chunk was cut short:
+		// ctx ended (its error may have been dropped by a send that saw
+		// ctx done first) or generation failed. Say so rather than end
+		// the stream as if it had completed.
+		for _, c := range counts {
+			if !c.finished {
+				err := c.err
+				if err == nil {
+					err = ctx.Err()
+				}
+				if err == nil {
+					err = ErrEngineClosed
+				}
+				yield(nil, err)
+				return
+			}
+		}
 		u := &Usage{}
 		for _, p := range run.prompts {
 			u.PromptTokens += len(p)
@@ -785,7 +814,14 @@ type chatChunkOrErr = struct {
 	err error
 }
 
-type choiceCount struct{ tokens, reasoning int }
+// choiceCount is what one choice's pipeline reports when it ends: its
+// token counts, whether it sent its finish chunk, and the error that
+// ended it otherwise (nil when ctx ended).
+type choiceCount struct {
+	tokens, reasoning int
+	finished          bool
+	err               error
+}
 
 // newToolCallID returns an OpenAI-style call id.
 func newToolCallID() string {
@@ -886,6 +922,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	var matched, stopReason any
 	for tok, err := range run.e.tokens(r) {
 		if err != nil {
+			cnt.err = err
 			send(&chatChunkOrErr{err: err})
 			return cnt
 		}
@@ -964,7 +1001,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		// array of several), "stop" for a named tool_choice.
 		finish = "tool_calls"
 	}
-	send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
+	cnt.finished = send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
 	return cnt
 }
 

@@ -125,6 +125,9 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	if e == nil {
 		return nil, errNilEngine
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if req == nil {
 		return nil, paramErr("request", "nil request")
 	}
@@ -295,6 +298,9 @@ func LegacyLogprobs(entries []LogprobEntry, offset int) *CompletionLogprobs {
 // chunk keeps one TextPos per choice (advanced past any text that has no
 // logprobs, such as the echoed prompt).
 func LegacyLogprobsAt(entries []LogprobEntry, pos *TextPos) *CompletionLogprobs {
+	if pos == nil { // offsets from 0, as LegacyLogprobs(entries, 0)
+		pos = &TextPos{}
+	}
 	out := newCompletionLogprobs()
 	for _, e := range entries {
 		top := map[string]float32{e.Token: max(e.Logprob, -9999)}
@@ -312,8 +318,13 @@ func LegacyLogprobsAt(entries []LogprobEntry, pos *TextPos) *CompletionLogprobs 
 // logprob and a top_logprobs object holding at most the first k+1 tokens
 // of positions[i] (the prompt token, then its alternatives by rank), as
 // vLLM's _create_completion_logprobs keeps them for a request's logprobs
-// k; the first token's entries are null.
+// k; the first token's entries are null. A nil pos starts at offset 0; a
+// negative k keeps only the prompt token.
 func LegacyPromptLogprobs(tokens []string, positions []PromptPosition, k int, pos *TextPos) *CompletionLogprobs {
+	if pos == nil {
+		pos = &TextPos{}
+	}
+	k = max(k, 0)
 	out := newCompletionLogprobs()
 	for i, tok := range tokens {
 		var p PromptPosition

@@ -512,8 +512,11 @@ type ChatDelta struct {
 	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
 }
 
-// Empty reports whether d carries nothing.
+// Empty reports whether d carries nothing (true for a nil d).
 func (d *ChatDelta) Empty() bool {
+	if d == nil {
+		return true
+	}
 	return d.Role == "" && d.Content == "" && d.ReasoningContent == "" && len(d.ToolCalls) == 0
 }
 

@@ -51,6 +51,9 @@ type TensorInfo struct {
 // validates the Weights against the Config (see Load for the options). Only
 // metadata is read: tensor bytes are memory-mapped, not loaded.
 func OpenCheckpoint(ctx context.Context, dir string, opts ...Option) (*Checkpoint, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	o := newLoadOptions(opts)
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -166,7 +169,11 @@ func (ck *Checkpoint) openShards(ctx context.Context, o *loadOptions) error {
 func checkpointErr(err error) error {
 	var se *safetensors.Error
 	if errors.As(err, &se) {
-		return &TensorError{Kind: ErrCheckpoint, Name: se.Tensor, File: se.File, Err: err}
+		kind := ErrCheckpoint
+		if errors.Is(err, safetensors.ErrClosed) {
+			kind = ErrClosed // Raw after Close
+		}
+		return &TensorError{Kind: kind, Name: se.Tensor, File: se.File, Err: err}
 	}
 	return &TensorError{Kind: ErrCheckpoint, Err: err}
 }
@@ -207,7 +214,7 @@ func (ck *Checkpoint) rawTensor(e *entry) (*Tensor, error) {
 		return nil, checkpointErr(err)
 	}
 	t := &Tensor{Name: e.info.Name, File: filepath.Base(e.file.Path()), DType: DType(e.info.DType),
-		Shape: intShape(e.info.Shape), Data: data, GlobalScale: 1}
+		Shape: intShape(e.info.Shape), Data: data, GlobalScale: 1, src: e.file}
 	switch t.DType {
 	case I64, I32, I16, I8, U8, BOOL:
 		t.Format = FormatInt

@@ -127,8 +127,11 @@
 //     [ErrEngineClosed], [ErrUnreadTimeout];
 //   - ctx.Err() whenever a context is cancelled or times out.
 //
-// Invalid input (malformed files, out-of-range ids, nil arguments other
-// than a nil context) gives an error, not a panic.
+// Invalid input (malformed files, out-of-range ids, nil arguments) gives an
+// error, not a panic; a nil context is ErrInvalidParams from Load,
+// OpenCheckpoint, Prefill, PrefillAll, Decode, TransferKV, Generate, Chat,
+// ChatStream and CompleteStream (Engine.Close treats it as
+// context.Background()).
 //
 // # Concurrency
 //

@@ -272,10 +272,15 @@ func newEngine(b Backend, opts EngineOptions) *Engine {
 
 // Close stops accepting requests, fails the queued ones with
 // ErrEngineClosed, lets running ones finish until ctx is done, then cancels
-// them. It returns ctx's error if it had to cancel. A nil Engine's Close does nothing.
+// them. It returns ctx's error if it had to cancel. A nil ctx waits for the
+// running requests as context.Background() does. A nil Engine's Close does
+// nothing.
 func (e *Engine) Close(ctx context.Context) error {
 	if e == nil {
 		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	e.s.mu.Lock()
 	e.s.closed = true
@@ -285,9 +290,16 @@ func (e *Engine) Close(ctx context.Context) error {
 	select {
 	case <-e.s.done:
 	case <-ctx.Done():
-		err = ctx.Err()
+		// "had to cancel": requests were running (admitted, state live)
+		// when ctx ended, or the loop ended some. An idle engine's loop
+		// may simply not have exited yet: that is no cancellation (it
+		// returned ctx's error every time, e.g. from an already-expired ctx).
+		busy := e.s.stats.liveSeqs.Load() > 0
 		e.cancel()
 		<-e.s.done
+		if busy || e.s.killed.Load() {
+			err = ctx.Err()
+		}
 	}
 	e.cancel()
 	return err
@@ -348,6 +360,9 @@ func (e *Engine) newSeed() uint64 {
 // start validates and queues one generation. With p.Constraint, after is
 // the token that activates it (-1: from the first token).
 func (e *Engine) start(ctx context.Context, prompt []int32, p SamplingParams, forcer func(int32) []int32, after int32) (*request, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if err := p.Validate(e.b.VocabSize()); err != nil {
 		return nil, err
 	}

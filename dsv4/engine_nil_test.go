@@ -3,12 +3,18 @@ package dsv4
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 )
 
+// nilCtx is a nil context.Context, as a caller's zero-value field would hold.
+var nilCtx context.Context
+
 // TestNilArguments: a nil Model, Engine, Backend or request given to a public entry
 // point is an error wrapping ErrInvalidParams (or ErrSequence for a nil Sequence), never
-// a nil-pointer panic. (A nil context stays a caller bug, as in the standard library.)
+// a nil-pointer panic. A nil context is ErrInvalidParams too (as
+// http.NewRequestWithContext refuses one): left to panic, it crashed the engine's
+// goroutine, not the caller's.
 func TestNilArguments(t *testing.T) {
 	ctx := context.Background()
 	var nm *Model
@@ -43,6 +49,44 @@ func TestNilArguments(t *testing.T) {
 		{"nil sequence", ErrSequence, func() error { _, err := m.Prefill(ctx, nil, []int32{1}); return err }},
 		{"nil sequence in Decode", ErrSequence, func() error { _, err := m.Decode(ctx, []*Sequence{nil, nil}, []int32{1, 1}); return err }},
 		{"nil sequence Snapshot", ErrSequence, func() error { _, err := (*Sequence)(nil).Snapshot(); return err }},
+		// A nil context is ErrInvalidParams, not a panic; in Generate and
+		// ChatStream the panic used to come from the engine's goroutine
+		// after the request was queued, ending the process.
+		{"Model.Prefill nil ctx", ErrInvalidParams, func() error { _, err := m.Prefill(nilCtx, m.NewSequence(), []int32{1}); return err }},
+		{"Model.PrefillAll nil ctx", ErrInvalidParams, func() error { _, err := m.PrefillAll(nilCtx, m.NewSequence(), []int32{1}); return err }},
+		{"Model.Decode nil ctx", ErrInvalidParams, func() error { _, err := m.Decode(nilCtx, []*Sequence{m.NewSequence()}, []int32{1}); return err }},
+		{"TransferKV nil ctx", ErrInvalidParams, func() error {
+			s := m.NewSequence()
+			if _, err := m.Prefill(ctx, s, []int32{1}); err != nil {
+				return err
+			}
+			_, err := TransferKV(nilCtx, s, m)
+			if s.Len() != 1 {
+				return errors.New("TransferKV changed the sequence")
+			}
+			return err
+		}},
+		{"Engine.Generate nil ctx", ErrInvalidParams, func() error { _, err := e.Generate(nilCtx, []int32{1}, SamplingParams{}); return err }},
+		{"Engine.Chat nil ctx", ErrInvalidParams, func() error { _, err := e.Chat(nilCtx, chatReq("q")); return err }},
+		{"Engine.ChatStream nil ctx", ErrInvalidParams, func() error { _, err := e.ChatStream(nilCtx, chatReq("q")); return err }},
+		{"Engine.CompleteStream nil ctx", ErrInvalidParams, func() error {
+			_, err := e.CompleteStream(nilCtx, &CompletionRequest{Prompt: Prompt{Texts: []string{"q"}}})
+			return err
+		}},
+		{"Model.Chat nil ctx", ErrInvalidParams, func() error { _, err := m.Chat(nilCtx, chatReq("q")); return err }},
+		{"Load nil ctx", ErrInvalidParams, func() error { _, err := Load(nilCtx, "testdata/forward/hc2-yarn"); return err }},
+		{"OpenCheckpoint nil ctx", ErrInvalidParams, func() error { _, err := OpenCheckpoint(nilCtx, "testdata/forward/hc2-yarn"); return err }},
+		{"Engine.Close nil ctx", nil, func() error {
+			e := newFakeEngine(&fakeBackend{}, EngineOptions{})
+			if err := e.Close(nilCtx); err != nil {
+				return err
+			}
+			_, err := e.Generate(ctx, []int32{1}, SamplingParams{})
+			if !errors.Is(err, ErrEngineClosed) {
+				return fmt.Errorf("Generate after Close(nil): %v", err)
+			}
+			return nil
+		}},
 		{"nil model, nil engine: accessors", nil, func() error {
 			if nm.Config() != nil || nm.Weights() != nil || nm.Checkpoint() != nil || nm.Close() != nil || nm.SequenceBytes(3) != 0 {
 				return errors.New("nil model accessors")

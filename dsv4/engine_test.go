@@ -598,3 +598,30 @@ func TestEngineCloseTimeout(t *testing.T) {
 		t.Fatal("state not freed")
 	}
 }
+
+// Close of an engine with nothing running returns nil even when its ctx has
+// already ended: nothing had to be cancelled. It returned ctx's error every
+// time (the ctx won the race against the loop's exit), against its doc.
+// Queued requests still fail with ErrEngineClosed.
+func TestEngineCloseIdle(t *testing.T) {
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 30 {
+		e := newFakeEngine(&fakeBackend{}, EngineOptions{})
+		if i%2 == 1 { // after a finished request
+			s, err := e.Generate(context.Background(), []int32{1}, SamplingParams{MaxTokens: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range s {
+			}
+			waitFor(t, "idle", func() bool { return e.Stats().LiveSequences == 0 })
+		}
+		if err := e.Close(expired); err != nil {
+			t.Fatalf("run %d: idle Close(expired ctx) = %v, want nil", i, err)
+		}
+		if _, err := e.Generate(context.Background(), []int32{1}, SamplingParams{}); !errors.Is(err, ErrEngineClosed) {
+			t.Fatalf("run %d: Generate after Close: %v", i, err)
+		}
+	}
+}

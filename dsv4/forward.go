@@ -249,6 +249,13 @@ func (m *Model) NewSequence() *Sequence {
 // errNilModel is returned by the methods of a nil *Model.
 var errNilModel = fmt.Errorf("%w: nil model", ErrInvalidParams)
 
+// errNilContext is what every entry point that takes a context returns for
+// a nil one (the standard library's http.NewRequestWithContext refuses it
+// likewise), instead of a nil-pointer panic: in Generate or ChatStream that
+// panic came from the engine's own goroutine, after the request was queued,
+// and took the whole process down.
+var errNilContext = fmt.Errorf("%w: nil context (use context.Background())", ErrInvalidParams)
+
 // SequenceBytes returns the KV-state bytes of one sequence after n tokens: per layer
 // min(n, sliding_window-1)·head_dim float32 values of the window, and for CSA/HCA
 // layers n/m compressed entries of head_dim, the unclosed window's (c, z) buffer
@@ -316,6 +323,9 @@ func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all boo
 	if m == nil || m.net == nil {
 		return nil, errNilModel
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if err := m.acquire(seq); err != nil {
 		return nil, err
 	}
@@ -368,6 +378,9 @@ func (m *Model) prefill(ctx context.Context, seq *Sequence, ids []int32, all boo
 func (m *Model) Decode(ctx context.Context, seqs []*Sequence, ids []int32) ([][]float32, error) {
 	if m == nil || m.net == nil {
 		return nil, errNilModel
+	}
+	if ctx == nil {
+		return nil, errNilContext
 	}
 	if len(seqs) != len(ids) {
 		return nil, fmt.Errorf("%w: %d sequences, %d ids", ErrSequence, len(seqs), len(ids))

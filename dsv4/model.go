@@ -2,8 +2,13 @@ package dsv4
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -17,6 +22,7 @@ type Model struct {
 	weights   *Weights
 	ck        *Checkpoint
 	net       *network
+	weightsFP string // WeightsFingerprint, computed by Load
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -27,7 +33,7 @@ func newModel(ctx context.Context, ck *Checkpoint, o *loadOptions) (*Model, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: ck.Config(), weights: ck.Weights(), ck: ck}
+	m := &Model{cfg: ck.Config(), weights: ck.Weights(), ck: ck, weightsFP: weightsFingerprint(ck)}
 	src, err := newWeightsSource(ctx, m.weights)
 	if err != nil {
 		return nil, err
@@ -36,6 +42,41 @@ func newModel(ctx context.Context, ck *Checkpoint, o *loadOptions) (*Model, erro
 		return nil, err
 	}
 	return m, nil
+}
+
+// WeightsFingerprint identifies the checkpoint's weights: the hex SHA-256 of
+// its tensor list (canonical name, dtype, shape and byte size of each, in
+// TensorInfos order) and of the float32 values (little-endian) of its norm
+// weights of at most 64 KiB, which differ between any two trainings. Load
+// computes it, so it stays the same after Close (it was recomputed from the
+// mapped norms, which Close unmaps). Package disagg's Identity carries it.
+// "" for a nil Model.
+func (m *Model) WeightsFingerprint() string {
+	if m == nil {
+		return ""
+	}
+	return m.weightsFP
+}
+
+// weightsFingerprint computes WeightsFingerprint from an open checkpoint.
+func weightsFingerprint(ck *Checkpoint) string {
+	h := sha256.New()
+	var b []byte
+	for _, ti := range ck.TensorInfos() {
+		fmt.Fprintf(h, "%s|%s|%v|%d\n", ti.Canonical, ti.DType, ti.Shape, ti.Bytes)
+		if strings.HasSuffix(ti.Canonical, "norm.weight") && ti.Bytes <= 1<<16 {
+			if t, err := ck.Raw(ti.Name); err == nil {
+				if v, err := t.Float32(); err == nil {
+					b = b[:0]
+					for _, x := range v {
+						b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+					}
+					h.Write(b)
+				}
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // weightsSource serves the typed Weights to the network builder by canonical name,

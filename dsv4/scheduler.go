@@ -170,7 +170,8 @@ type scheduler struct {
 
 	stats    statsCounters
 	done     chan struct{}
-	stepHook func() // tests: called at the start of each step
+	killed   atomic.Bool // the loop ended running requests because Close gave up
+	stepHook func()      // tests: called at the start of each step
 }
 
 func (s *scheduler) signal() {
@@ -218,6 +219,9 @@ func (s *scheduler) loop(ctx context.Context) {
 
 		s.reap(closed)
 		if ctx.Err() != nil { // Close gave up waiting: end everything now
+			if len(s.running) > 0 {
+				s.killed.Store(true)
+			}
 			for _, r := range s.running {
 				s.finish(r, "", ErrEngineClosed)
 			}

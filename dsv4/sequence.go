@@ -3,6 +3,7 @@ package dsv4
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 )
@@ -217,8 +218,11 @@ func cloneF(s []float32, capacity int) []float32 {
 
 // Bytes returns the bytes of float32 data the state holds (4 per value; slice headers
 // and struct overhead excluded). For a Model's config this equals
-// Model.SequenceBytes(Position).
+// Model.SequenceBytes(Position). A nil state holds 0.
 func (s *SequenceState) Bytes() int64 {
+	if s == nil {
+		return 0
+	}
 	var n int64
 	for i := range s.Layers {
 		l := &s.Layers[i]
@@ -258,9 +262,20 @@ func (nw *network) sequenceBytes(n int) int64 { return StateBytes(nw.cfg, n) }
 // sequence of n tokens. With the default (V4-Flash geometry, 43 layers alternating
 // CSA and HCA) config this is about 11 MiB of windows once 127 tokens are in, plus
 // 13.5 KiB per token (24 MiB at 1K tokens, 834 MiB at 64K, 12.9 GiB at 1M).
+// A nil cfg or n ≤ 0 gives 0; a size past the int64 range gives math.MaxInt64
+// (it wrapped: 104960 bytes for dsv4-tiny at n = 2^62).
 func StateBytes(cfg *Config, n int) int64 {
-	if n <= 0 {
+	if cfg == nil || n <= 0 {
 		return 0
+	}
+	// A layer holds at most 15·n·width values (window n·w; per compressor
+	// n/m entries, buffers 4·(n mod m), overlap 2·m ≤ 2·n, for the cache
+	// and the indexer): 60·n·width bytes. Past int64, saturate instead of
+	// wrapping.
+	w := int64(max(cfg.HeadDim, cfg.IndexHeadDim, 1))
+	layers := int64(max(cfg.NumHiddenLayers, 1))
+	if w > math.MaxInt64/64/layers || int64(n) > math.MaxInt64/(64*w*layers) {
+		return math.MaxInt64
 	}
 	comp := func(d, m int, overlap bool) int64 {
 		if m <= 0 {

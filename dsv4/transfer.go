@@ -28,6 +28,9 @@ var ErrIncompatible = errors.New("dsv4: incompatible models for KV transfer")
 // Config fingerprint differs from seq's model's: see ConfigFingerprint), or
 // ctx.Err(); seq is unchanged by any error.
 func TransferKV(ctx context.Context, seq *Sequence, dst *Model) (*Sequence, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -95,8 +98,11 @@ func (e *Engine) ChatPrompt(req *ChatRequest) ([]int32, error) {
 // sliding_window and the CSA/HCA compression rates, with the float32 row-major
 // layout of this package's SequenceState. Two models with equal fingerprints
 // can exchange states without a shape error (the values only make sense if the
-// weights are equal too: see ConfigFingerprint).
+// weights are equal too: see ConfigFingerprint). A nil cfg gives "".
 func KVLayoutFingerprint(cfg *Config) string {
+	if cfg == nil {
+		return ""
+	}
 	h := sha256.New()
 	putS(h, "dsv4-kv-layout/1 float32 row-major")
 	putI(h, cfg.NumHiddenLayers, cfg.HeadDim, cfg.IndexHeadDim, cfg.SlidingWindow, cfg.CompressRateCSA, cfg.CompressRateHCA)
@@ -110,8 +116,11 @@ func KVLayoutFingerprint(cfg *Config) string {
 // the forward pass (all of Config except the architecture names and the stored
 // dtypes), so that two engines with equal fingerprints compute the same
 // function of the same weights. TransferKV and the disagg handshake refuse
-// pairs whose fingerprints differ.
+// pairs whose fingerprints differ. A nil cfg gives "".
 func ConfigFingerprint(cfg *Config) string {
+	if cfg == nil {
+		return ""
+	}
 	h := sha256.New()
 	putS(h, KVLayoutFingerprint(cfg), cfg.ModelType, cfg.HiddenAct, cfg.ScoringFunc)
 	putI(h, cfg.VocabSize, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads,

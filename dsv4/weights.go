@@ -100,6 +100,10 @@ func (f Format) String() string {
 // DequantizeRows and Int32s read it under a fault guard and return an
 // ErrCheckpoint error (naming the tensor and the file) instead; code that
 // reads Data itself takes that risk, or copies it out through those methods.
+// After Model.Close (or Checkpoint.Close) Data is unmapped: those methods
+// return a *TensorError wrapping ErrClosed, while reading Data itself faults
+// or sees whatever was mapped there since. Closing while one of them runs is
+// a caller bug (its read may fault).
 //
 // Shape is the LOGICAL shape, the shape of the dequantized tensor (row-major,
 // last dimension fastest). For packed FP4 the stored bytes per row are
@@ -125,6 +129,8 @@ type Tensor struct {
 	// emulation), read and kept; 0 when absent. Weight-only dequantization
 	// ignores it.
 	InputScale float32
+
+	src *safetensors.File // the mapped file Data views (nil: not from a file)
 }
 
 // NumElements is the product of the logical shape.
@@ -224,6 +230,12 @@ func (t *Tensor) DequantizeRows(dst []float32, r0, r1 int) error {
 // truncated while mapped fails with ErrCheckpoint (wrapping the safetensors
 // ErrTruncated) instead of a fatal SIGBUS.
 func (t *Tensor) guard(fn func() error) error {
+	for _, x := range []*Tensor{t, t.Scale} {
+		if x != nil && x.src != nil && x.src.Closed() {
+			return &TensorError{Kind: ErrClosed, Name: x.Name, File: x.File,
+				Detail: "the checkpoint was closed (Model.Close or Checkpoint.Close): its mapped bytes are gone"}
+		}
+	}
 	err := safetensors.Guard(fn)
 	var se *safetensors.Error
 	if errors.As(err, &se) {

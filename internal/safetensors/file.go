@@ -180,6 +180,15 @@ func (f *File) recheckSize() {
 
 // Close unmaps and closes the file. Slices returned by Data must not be used
 // afterwards. Close is idempotent.
+// Closed reports whether Close was called: slices that Data returned before
+// then are no longer backed by the file (reading them faults, or reads
+// another mapping that took their addresses).
+func (f *File) Closed() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.closed
+}
+
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

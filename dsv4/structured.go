@@ -75,7 +75,15 @@ const (
 // ones may be skipped, required ones must appear), required,
 // additionalProperties false (with properties, absent means false, as
 // xgrammar's strict mode) or, without properties, true or a schema;
-// items, minItems, maxItems; minLength, maxLength; minimum, maximum,
+// items, minItems, maxItems; minLength, maxLength; pattern (a full match
+// of the string's decoded value, Go's regexp/syntax as for RegexConstraint:
+// the output may write a character escaped wherever the pattern accepts
+// it, and control characters, " and \ only escaped) and format (date,
+// time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri,
+// uri-reference, uri-template, json-pointer, relative-json-pointer, with
+// xgrammar's expressions; other formats are ignored, as xgrammar ignores
+// them; pattern beside a format, or either beside minLength / maxLength,
+// is a *ParamError); minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum on integers (digits that cannot end
 // inside the range are masked); enum and const (written
 // as their compact JSON); anyOf and oneOf over any alternatives of the
@@ -89,7 +97,7 @@ const (
 // Annotations (title, description, default, examples...) are ignored.
 // Numbers have at most 19 integer, 20 fraction and 4 exponent digits,
 // and output objects and arrays nest at most 32 deep. Any other keyword
-// (pattern, format, allOf, prefixItems, minimum on a number...) is a *ParamError
+// (allOf, prefixItems, minimum on a number...) is a *ParamError
 // (param response_format.json_schema.schema) naming it, as vLLM answers a
 // schema its backend does not support with a 400; so is a schema of more
 // than MaxSchemaBytes or nested deeper than MaxSchemaDepth, and one none

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -130,6 +131,9 @@ func TestStructuredOutputs(t *testing.T) {
 	if stops == 0 {
 		t.Error("no output finished with a complete value")
 	}
+	if stops == 0 {
+		t.Error("no output finished with a complete value")
+	}
 	t.Logf("%d outputs complete", stops)
 }
 
@@ -170,8 +174,8 @@ func TestStructuredErrors(t *testing.T) {
 	cases := []struct {
 		name, rf, so, param, msg string
 	}{
-		{"pattern", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a+"}}}`, "", "response_format.json_schema.schema", `"pattern"`},
-		{"format", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"d":{"type":"string","format":"date"}}}}}`, "", "response_format.json_schema.schema", `/properties/d: "format"`},
+		{"pattern", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a(?!b)"}}}`, "", "response_format.json_schema.schema", `"pattern": invalid regular expression`},
+		{"format length", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"d":{"type":"string","format":"date","maxLength":10}}}}}`, "", "response_format.json_schema.schema", `/properties/d: "maxLength": not supported together with pattern or format`},
 		{"number minimum", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"number","minimum":1}}}`, "", "response_format.json_schema.schema", `"minimum": supported for integers only`},
 		{"allOf", `{"type":"json_schema","json_schema":{"name":"x","schema":{"allOf":[{"type":"object"}]}}}`, "", "response_format.json_schema.schema", `"allOf"`},
 		{"depth", `{"type":"json_schema","json_schema":{"name":"x","schema":` + deep + `}}`, "", "response_format.json_schema.schema", "nested deeper than 32"},
@@ -377,4 +381,51 @@ func BenchmarkStructuredDecode(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(toks)/1e3, "us/token")
 		})
 	}
+}
+
+// TestStructuredPattern runs a json_schema with a string pattern (escaped
+// characters allowed by it) and a date format on the embedded model,
+// greedy and sampled: every complete output matches the pattern and the
+// format, checked with Go's regexp on the decoded values.
+func TestStructuredPattern(t *testing.T) {
+	e := tinyEngine(t)
+	schema := `{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-[0-9]{2,4}[\\n\"é]?$"},"day":{"type":"string","format":"date"},"note":{"type":"string","pattern":"[a-z ]{0,6}"}},"required":["code","day","note"]}`
+	code := regexp.MustCompile(`^[A-Z]{2}-[0-9]{2,4}[\n"é]?$`)
+	day := regexp.MustCompile(`^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$`)
+	note := regexp.MustCompile(`^[a-z ]{0,6}$`)
+	stops := 0
+	for _, temp := range []float64{0, 1} {
+		for seed := int64(1); seed <= 3; seed++ {
+			if temp == 0 && seed > 1 {
+				break
+			}
+			r := chatReq("Give a code and a date as JSON.", string(responseFormat(schema)), 160)
+			r.Temperature, r.Seed = &temp, &seed
+			r.N = new(int)
+			*r.N = 2
+			resp, err := e.Chat(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range resp.Choices {
+				content := *c.Message.Content
+				checkStructured(t, schema, content, c.FinishReason)
+				if c.FinishReason != "stop" {
+					continue
+				}
+				stops++
+				var v struct{ Code, Day, Note string }
+				if err := json.Unmarshal([]byte(content), &v); err != nil {
+					t.Fatalf("%q: %v", content, err)
+				}
+				if !code.MatchString(v.Code) || !day.MatchString(v.Day) || !note.MatchString(v.Note) {
+					t.Errorf("%q: a value does not match its pattern or format", content)
+				}
+			}
+		}
+	}
+	if stops == 0 {
+		t.Error("no output finished with a complete value")
+	}
+	t.Logf("%d outputs complete", stops)
 }

@@ -236,7 +236,7 @@ func TestNamedToolChoice(t *testing.T) {
 // or naming another function are accepted (nothing is compiled).
 func TestNamedToolChoiceErrors(t *testing.T) {
 	e := tinyEngine(t)
-	bad := `{"type":"object","properties":{"city":{"type":"string","pattern":"^[A-Z]"}}}`
+	bad := `{"type":"object","properties":{"city":{"type":"string","pattern":"^[A-Z](?=x)"}}}`
 	cases := []struct {
 		name  string
 		tc    *dsv4.ToolChoice

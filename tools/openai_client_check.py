@@ -277,7 +277,7 @@ def structured_checks(c, model):
         check(f"structured outputs: json_object choice {ch.index} ({ch.finish_reason})", ok, content)
     try:
         c.chat.completions.create(model=model, messages=msgs, max_tokens=8, response_format={
-            "type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "string", "pattern": "^a+$"}}})
+            "type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "string", "pattern": "^a+(?=b)"}}})
         check("structured outputs: unsupported keyword is a 400", False, "accepted")
     except openai.BadRequestError as e:
         check("structured outputs: unsupported keyword is a 400", '"pattern"' in str(e), e)

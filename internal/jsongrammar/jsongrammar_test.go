@@ -249,8 +249,10 @@ func TestAnyOf(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	deep := strings.Repeat(`{"type":"array","items":`, MaxSchemaDepth) + `{}` + strings.Repeat(`}`, MaxSchemaDepth)
 	cases := []struct{ schema, keyword, msg string }{
-		{`{"type":"string","pattern":"^a"}`, "pattern", "not supported"},
-		{`{"type":"string","format":"date"}`, "format", "not supported"},
+		{`{"type":"string","pattern":"a\\bb"}`, "pattern", "word boundaries"},
+		{`{"type":"string","pattern":"a(?=b)"}`, "pattern", "lookaround"},
+		{`{"type":"string","format":"date","pattern":"x"}`, "pattern", `together with format "date"`},
+		{`{"type":"string","pattern":"x","maxLength":3}`, "maxLength", "together with pattern"},
 		{`{"allOf":[{}]}`, "allOf", "not supported"},
 		{`{"type":"array","prefixItems":[{}]}`, "prefixItems", "not supported"},
 		{`{"type":"object","properties":{"a":{}},"additionalProperties":true}`, "additionalProperties", "only false"},

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -121,6 +122,14 @@ func validate(root, s any, v any) error {
 			}
 			if m, ok := num(s["maxLength"]); ok && n > int(m) {
 				return fmt.Errorf("%q: %d chars > maxLength", v, n)
+			}
+			// pattern and the formats the package implements, checked on
+			// the decoded value with Go's regexp (full match).
+			if p, ok := s["pattern"].(string); ok && !regexp.MustCompile(`^(?:`+p+`)$`).MatchString(v) {
+				return fmt.Errorf("%q does not match pattern %q", v, p)
+			}
+			if f, ok := s["format"].(string); ok && formats[f] != "" && !regexp.MustCompile(`^(?:`+formats[f]+`)$`).MatchString(v) {
+				return fmt.Errorf("%q is not a %s", v, f)
 			}
 		case json.Number:
 			x, _ := new(big.Float).SetPrec(200).SetString(v.String())
@@ -324,6 +333,19 @@ var reviewSchemas = []string{
 	`{"type":"string","maxLength":1}`,
 	`{"type":"object","additionalProperties":false}`,
 	`{"type":"object","properties":{},"required":[]}`,
+	// pattern and format: escapes decoded before the pattern sees them.
+	`{"type":"string","pattern":"^[a-z]{2,5}\\d?$"}`,
+	`{"type":"string","pattern":"[\"\\\\/\n\t\u0001é😀]+x"}`,
+	`{"type":"string","pattern":"\\pL[\\x{10000}-\\x{10FFFF}]\\PL*"}`,
+	`{"type":"string","pattern":"(?s).{0,6}"}`,
+	`{"type":"string","pattern":"[^a-z]+"}`,
+	`{"type":"object","properties":{"d":{"type":"string","format":"date"},"t":{"format":"date-time"},"e":{"type":"string","format":"email"},"u":{"type":"string","format":"uuid"}},"required":["d","t","e","u"]}`,
+	`{"type":"array","items":{"anyOf":[{"type":"string","format":"ipv4"},{"type":"string","format":"ipv6"},{"type":"string","pattern":"[0-9]+"}]}}`,
+	`{"type":["string","null"],"format":"duration"}`,
+	`{"type":"string","format":"uri"}`, `{"type":"string","format":"hostname"}`, `{"type":"string","format":"time"}`,
+	`{"type":"string","format":"uri-reference"}`, `{"type":"string","format":"uri-template"}`,
+	`{"type":"string","format":"json-pointer"}`, `{"type":"string","format":"relative-json-pointer"}`,
+	`{"type":"string","format":"no-such-format"}`,
 }
 
 // TestReviewWalks drives every edge-case schema at random: no dead state
@@ -426,6 +448,56 @@ func TestReviewCases(t *testing.T) {
 			if _, ok := walk(t, g, c.schema, rand.New(rand.NewPCG(3, 4)), 1000); !ok {
 				t.Errorf("%.80s: the walk did not complete", c.schema)
 			}
+		}
+	}
+}
+
+// TestPatternCases checks pattern and format strings: the pattern is a
+// full match on the decoded value, escapes are allowed exactly where the
+// character they stand for is, and control characters must be escaped.
+func TestPatternCases(t *testing.T) {
+	cases := []schemaCase{
+		{`{"type":"string","pattern":"^\\d{3}-\\d{4}$"}`, []string{`"555-1234"`, `"\u0035\u00355-1234"`}, []string{`"555-123"`, `"x555-1234"`, `"555-12345"`, `""`}},
+		{`{"type":"string","pattern":"ab"}`, []string{`"ab"`, `"\u0061b"`, `"\u0061\u0062"`}, []string{`"xab"`, `"abx"`, `"a\b"`, `"\ab"`}},
+		{`{"pattern":"a.c"}`, []string{`"abc"`, `"a\"c"`, `"a\\c"`, `"a\/c"`, `"a/c"`, `"a\tc"`, `"a\u00e9c"`, `"aéc"`, `"a\ud83d\ude00c"`, `"a😀c"`}, []string{`"a\nc"`, "\"a\tc\"", `"a\ud83dc"`, `"a\ude00c"`, `"ac"`, `1`}},
+		{`{"type":"string","pattern":"\"[\\\\\\\\]\n"}`, []string{`"\"\\\n"`, `"\u0022\u005c\u000A"`}, []string{`"\"\\"`, "\"\\\"\\\\\n\"", `"\"\\\\n"`}},
+		{`{"type":"string","pattern":"[\\x{1F600}-\\x{1F64F}]+"}`, []string{`"😀"`, `"\ud83d\ude00😁"`, `"\uD83D\uDE4F"`}, []string{`"\ud83d"`, `"\ud83d\u0041"`, `"a"`, `""`}},
+		{`{"type":"string","pattern":"[^\"]*"}`, []string{`""`, `"abc"`, `"a\nb"`}, []string{`"\""`, `"a\u0022"`}},
+		{`{"type":"string","pattern":"é{2}"}`, []string{`"éé"`, `"\u00e9é"`, `"\u00E9\u00e9"`}, []string{`"é"`, `"e\u0301e\u0301"`}},
+		{`{"type":"string","format":"date"}`, []string{`"2024-02-29"`, `"1999-12-31"`, `"2024-01-0\u0031"`}, []string{`"2024-13-01"`, `"2024-1-01"`, `"24-01-01"`, `"2024-01-32"`, `"2024-01-01T00:00:00Z"`}},
+		{`{"type":"string","format":"date-time"}`, []string{`"2024-02-29T23:59:60.123+05:30"`, `"2024-02-29T00:00:00Z"`}, []string{`"2024-02-29T24:00:00Z"`, `"2024-02-29 00:00:00Z"`, `"2024-02-29T00:00:00"`}},
+		{`{"type":"string","format":"time"}`, []string{`"12:34:56Z"`, `"23:59:59.5-01:00"`}, []string{`"12:34Z"`, `"12:34:56"`}},
+		{`{"type":"string","format":"duration"}`, []string{`"P1Y2M3DT4H5M6S"`, `"PT1S"`, `"P3W"`}, []string{`"P"`, `"PT"`, `"P1S"`, `"1D"`}},
+		{`{"type":"string","format":"email"}`, []string{`"a.b+c@example.com"`, `"\"q \\\\ x\"@ex.org"`}, []string{`"a@"`, `"@b.com"`, `"a..b@c.com"`, `"a@b.c"`}},
+		{`{"type":"string","format":"ipv4"}`, []string{`"192.168.0.1"`, `"255.255.255.255"`}, []string{`"256.1.1.1"`, `"1.2.3"`}},
+		{`{"type":"string","format":"ipv6"}`, []string{`"::1"`, `"2001:db8::ff00:42:8329"`, `"::ffff:192.0.2.1"`, `"1:2:3:4:5:6:7:8"`}, []string{`":::"`, `"1:2:3:4:5:6:7:8:9"`, `"g::1"`}},
+		{`{"type":"string","format":"uuid"}`, []string{`"123e4567-e89b-12d3-a456-426614174000"`}, []string{`"123e4567e89b12d3a456426614174000"`}},
+		{`{"type":"string","format":"hostname"}`, []string{`"example.com"`, `"a-b.c"`}, []string{`"-a.com"`, `"Example.com"`, `"a..b"`}},
+		{`{"type":"string","format":"uri"}`, []string{`"https://user@example.com:8080/p/a%20th?q=1#frag"`, `"mailto:a@b.c"`, `"urn:isbn:0451450523"`}, []string{`"//example.com"`, `"http://exa mple.com"`, `"1http://x"`}},
+		{`{"type":"string","format":"json-pointer"}`, []string{`""`, `"/a~1b/c~0d"`, `"/\n"`}, []string{`"a"`, `"/~2"`}},
+		{`{"type":"string","format":"relative-json-pointer"}`, []string{`"0#"`, `"1/a"`}, []string{`"01"`, `"#"`}},
+		{`{"type":"string","format":"not-a-format","maxLength":2}`, []string{`"ab"`, `""`}, []string{`"abc"`}},
+		{`{"type":"integer","pattern":"x","format":"date"}`, []string{`12`}, []string{`"x"`}},
+		{`{"anyOf":[{"type":"string","format":"date"},{"type":"string","pattern":"[a-z]+"},{"type":"string","maxLength":1}]}`, []string{`"2024-01-01"`, `"abc"`, `"1"`, `"\u0031"`}, []string{`"12"`, `"2024-01-0a"`, `"AB"`}},
+	}
+	runSchemaCases(t, cases)
+	for _, c := range []struct{ schema, kw string }{
+		{`{"type":"string","pattern":"(a"}`, "pattern"},
+		{`{"type":"string","pattern":"(?=a)"}`, "pattern"},
+		{`{"type":"string","pattern":"a\\b"}`, "pattern"},
+		{`{"type":"string","pattern":"a^b"}`, "pattern"},
+		{`{"type":"string","pattern":1}`, "pattern"},
+		{`{"type":"string","format":1}`, "format"},
+		{`{"type":"string","pattern":"[a-z]+","format":"date"}`, "pattern"},
+		{`{"type":"string","pattern":"[a-z]+","maxLength":3}`, "maxLength"},
+		{`{"type":"string","format":"email","minLength":3}`, "minLength"},
+		{`{"type":"string","pattern":"(a|b)*a(a|b){14}"}`, "pattern"},
+		{`{"type":"string","pattern":"` + strings.Repeat("x", 20000) + `"}`, "pattern"},
+	} {
+		_, err := Compile([]byte(c.schema))
+		var e *Error
+		if !errors.As(err, &e) || e.Keyword != c.kw {
+			t.Errorf("%.80s: %v, want an *Error naming %q", c.schema, err, c.kw)
 		}
 	}
 }

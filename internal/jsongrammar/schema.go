@@ -22,9 +22,12 @@
 //     does not have; it keeps generation from looping on digits);
 //   - anyOf and oneOf alternatives are followed together (a set of live
 //     threads, at most MaxLive) until the output tells them apart; oneOf
-//     is enforced as anyOf, as xgrammar does.
+//     is enforced as anyOf, as xgrammar does;
+//   - a string's pattern or format is matched, in full, against its
+//     decoded value (escapes decoded), by a rune automaton of
+//     internal/regexgrammar (see Compile).
 //
-// The package is a leaf: it imports only the standard library.
+// The package imports only the standard library and internal/regexgrammar.
 package jsongrammar
 
 import (
@@ -120,7 +123,8 @@ type node struct {
 	items              int32
 	minItems, maxItems int32 // maxItems -1: none
 	// string
-	minLen, maxLen int32 // maxLen -1: none
+	minLen, maxLen int32    // maxLen -1: none
+	re             *pattern // pattern or format (nil: none)
 	// integer
 	bounded bool  // minimum / maximum given: lo..hi holds
 	lo, hi  int64 // inclusive range of a bounded integer
@@ -289,9 +293,11 @@ var annotations = map[string]bool{
 }
 
 type compiler struct {
-	g    *Grammar
-	doc  *value
-	refs map[string]int32
+	g       *Grammar
+	doc     *value
+	refs    map[string]int32
+	res     map[string]*pattern // compiled patterns by their text
+	reTotal int                 // states of the patterns compiled
 }
 
 // Compile compiles a JSON Schema (the "schema" of response_format
@@ -303,6 +309,24 @@ type compiler struct {
 //     with properties: strict), or true / a schema without properties;
 //   - array: items (a schema), minItems, maxItems;
 //   - string: minLength, maxLength (code points, an escape counts one);
+//     pattern: the string's decoded value must match it in full (as
+//     xgrammar, which ignores ^ and $; here a leading ^ and a trailing $
+//     are allowed and change nothing, other anchors, \b, lookaround and
+//     backreferences are an *Error naming "pattern": regexgrammar's syntax
+//     and limits, and at most MaxPatternStates automaton states, the
+//     schema's patterns MaxSchemaPatternStates together). The JSON text
+//     is decoded as it is written: a character may be written escaped
+//     (\n, \", \uXXXX, a surrogate pair) wherever the pattern accepts
+//     the character, control characters, " and \ only escaped, lone
+//     surrogates never. format: date, time, date-time, duration, email,
+//     hostname, ipv4, ipv6, uuid, uri, uri-reference, uri-template,
+//     json-pointer, relative-json-pointer are enforced as patterns with
+//     xgrammar's expressions (see formats); any other format is ignored,
+//     as xgrammar ignores it. A pattern beside a known format, or either
+//     beside minLength / maxLength, is an *Error (xgrammar lets the format
+//     win over the pattern, and both over the lengths; both holding would
+//     need the intersection); pattern, and a known format, without type
+//     imply type string;
 //   - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (not
 //     for number: a 400 naming the keyword);
 //   - enum, const (any JSON values);
@@ -340,7 +364,7 @@ func Compile(schema []byte) (*Grammar, error) {
 	if _, err := d.Token(); err != io.EOF {
 		return nil, &Error{Msg: "not valid JSON: data after the schema"}
 	}
-	c := &compiler{g: newGrammar(), doc: doc, refs: map[string]int32{}}
+	c := &compiler{g: newGrammar(), doc: doc, refs: map[string]int32{}, res: map[string]*pattern{}}
 	root, err := c.compile(doc, "")
 	if err != nil {
 		return nil, err
@@ -385,10 +409,11 @@ func (c *compiler) compile(v *value, path string) (int32, error) {
 		switch k {
 		case "type", "properties", "required", "additionalProperties", "items",
 			"minItems", "maxItems", "minLength", "maxLength", "enum", "const",
-			"anyOf", "oneOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+			"anyOf", "oneOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+			"pattern", "format":
 		default:
 			if !annotations[k] {
-				return 0, &Error{Keyword: k, Path: path, Msg: "not supported (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers), enum, const, anyOf, oneOf, $ref)"}
+				return 0, &Error{Keyword: k, Path: path, Msg: "not supported (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers), enum, const, anyOf, oneOf, $ref)"}
 			}
 		}
 	}
@@ -473,7 +498,7 @@ func (c *compiler) compile(v *value, path string) (int32, error) {
 			types = []string{"object"}
 		case v.get("items") != nil || v.get("minItems") != nil || v.get("maxItems") != nil:
 			types = []string{"array"}
-		case v.get("minLength") != nil || v.get("maxLength") != nil:
+		case v.get("minLength") != nil || v.get("maxLength") != nil || v.get("pattern") != nil || knownFormat(v):
 			types = []string{"string"}
 		default:
 			return nAny, nil
@@ -685,6 +710,16 @@ func (c *compiler) typed(v *value, t, path string) (int32, error) {
 		var err error
 		if n.minLen, n.maxLen, err = bounds(v, "minLength", "maxLength", path); err != nil {
 			return 0, err
+		}
+		if n.re, err = c.stringPattern(v, path); err != nil {
+			return 0, err
+		}
+		if n.re != nil && (n.minLen > 0 || n.maxLen >= 0) {
+			k := "minLength"
+			if v.get(k) == nil {
+				k = "maxLength"
+			}
+			return 0, &Error{Keyword: k, Path: path, Msg: "not supported together with pattern or format"}
 		}
 		return c.add(n, path)
 	case "integer":

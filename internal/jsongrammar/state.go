@@ -3,6 +3,8 @@ package jsongrammar
 import (
 	"bytes"
 	"math"
+
+	"github.com/dsv4go/dsv4go/internal/regexgrammar"
 )
 
 // Frame kinds.
@@ -48,6 +50,8 @@ const (
 	sEsc
 	sHex
 	sUTF8
+	sLow1 // pattern strings: '\\' of a low surrogate's escape expected
+	sLow2 // pattern strings: 'u' of a low surrogate's escape expected
 )
 
 // Phases of a number frame.
@@ -218,7 +222,7 @@ func (s *State) AppendKey(dst []byte) []byte {
 func (s *State) stringRoom() (room int, ok bool) {
 	s.threads(func(t []frame) bool {
 		top := &t[len(t)-1]
-		if top.kind != fString || top.phase != sBody {
+		if top.kind != fString || top.phase != sBody || s.g.nodes[top.node].re != nil {
 			ok = false
 			return false
 		}
@@ -235,6 +239,21 @@ func (s *State) stringRoom() (room int, ok bool) {
 		return true
 	})
 	return room, ok
+}
+
+// patternBody reports whether s has one thread and it is inside the body
+// of a string with a pattern or format, between characters: the pattern
+// and its automaton's state.
+func (s *State) patternBody() (*pattern, int32, bool) {
+	if len(s.ends) > 0 || len(s.frames) == 0 {
+		return nil, 0, false
+	}
+	top := &s.frames[len(s.frames)-1]
+	if top.kind != fString || top.phase != sBody {
+		return nil, 0, false
+	}
+	p := s.g.nodes[top.node].re
+	return p, top.a, p != nil
 }
 
 type result uint8
@@ -691,6 +710,9 @@ func utf8Lead(c byte) (need, lo, hi uint8) {
 func (s *State) str(c byte) result {
 	f := &s.frames[len(s.frames)-1]
 	n := &s.g.nodes[f.node]
+	if n.re != nil {
+		return strPattern(f, n.re.d, c)
+	}
 	counted := n.minLen > 0 || n.maxLen >= 0
 	room := !counted || n.maxLen < 0 || f.n < n.maxLen
 	char := func() {
@@ -910,6 +932,172 @@ func (s *State) literal(c byte) result {
 	}
 	if s.completable(f) {
 		return popRetry
+	}
+	return reject
+}
+
+// canRune reports whether the character (code point) of some JSON string
+// escape \uXXXX with code unit in [lo, hi] can continue a match from
+// state st of d, outside a surrogate pair: the code units that are
+// characters themselves, and the high surrogates, which stand for the
+// characters U+10000-U+10FFFF their pair can make. A lone low surrogate
+// is not a character.
+func canRune(d *regexgrammar.RuneDFA, st int32, lo, hi rune) bool {
+	if lo <= 0xD7FF && d.CanAccept(st, lo, min(hi, 0xD7FF)) {
+		return true
+	}
+	if hi >= 0xE000 && d.CanAccept(st, max(lo, 0xE000), hi) {
+		return true
+	}
+	if a, b := max(lo, 0xD800), min(hi, 0xDBFF); a <= b {
+		return d.CanAccept(st, 0x10000+(a-0xD800)<<10, 0x10000+(b-0xD800)<<10+0x3FF)
+	}
+	return false
+}
+
+// strPattern steps a string frame whose node has a pattern (or format):
+// the JSON text is decoded as it comes (escapes, surrogate pairs, UTF-8)
+// and each character is fed to the pattern's automaton, whose state is
+// f.a. A byte is accepted only when some character it begins can
+// continue a match, so the string can always be completed: f.b holds the
+// bits of the character or code unit being read, f.u the hex digits or
+// continuation bytes left, f.lo/f.hi the range of the next continuation
+// byte, f.val a pending high surrogate (0: none). Lengths are not counted
+// (pattern and format are not supported beside minLength / maxLength).
+func strPattern(f *frame, d *regexgrammar.RuneDFA, c byte) result {
+	feed := func(r rune) result {
+		nx := d.Next(f.a, r)
+		if nx < 0 {
+			return reject
+		}
+		f.a, f.b, f.phase = nx, 0, sBody
+		return accept
+	}
+	switch f.phase {
+	case sBody:
+		switch {
+		case c == '"':
+			if d.Accepting(f.a) {
+				return acceptPop
+			}
+			return reject
+		case c < 0x20:
+			return reject
+		case c == '\\':
+			// Every character but a surrogate can be escaped (\uXXXX).
+			if !canRune(d, f.a, 0, 0xFFFF) {
+				return reject
+			}
+			f.phase = sEsc
+			return accept
+		case c < 0x80:
+			return feed(rune(c))
+		}
+		need, lo, hi := utf8Lead(c)
+		if need == 0 {
+			return reject
+		}
+		// The characters this lead byte begins, with the first
+		// continuation byte in [lo, hi].
+		shift := 6 * uint(need)
+		v := rune(c) & (0x3F >> need)
+		rlo := v<<shift | rune(lo-0x80)<<(shift-6)
+		rhi := v<<shift | rune(hi-0x80)<<(shift-6) | (1<<(shift-6) - 1)
+		if !d.CanAccept(f.a, rlo, rhi) {
+			return reject
+		}
+		f.phase, f.u, f.lo, f.hi, f.b = sUTF8, need, lo, hi, int32(v)
+		return accept
+	case sUTF8:
+		if c < f.lo || c > f.hi {
+			return reject
+		}
+		b := f.b<<6 | int32(c&0x3F)
+		if f.u == 1 {
+			f.u, f.lo, f.hi = 0, 0, 0
+			return feed(rune(b))
+		}
+		shift := 6 * uint(f.u-1)
+		if !d.CanAccept(f.a, rune(b)<<shift, rune(b)<<shift|(1<<shift-1)) {
+			return reject
+		}
+		f.b, f.u, f.lo, f.hi = b, f.u-1, 0x80, 0xBF
+		return accept
+	case sEsc:
+		var r rune
+		switch c {
+		case '"', '\\', '/':
+			r = rune(c)
+		case 'b':
+			r = '\b'
+		case 'f':
+			r = '\f'
+		case 'n':
+			r = '\n'
+		case 'r':
+			r = '\r'
+		case 't':
+			r = '\t'
+		case 'u':
+			f.phase, f.u, f.b = sHex, 4, 0
+			return accept
+		default:
+			return reject
+		}
+		return feed(r)
+	case sLow1:
+		if c != '\\' {
+			return reject
+		}
+		f.phase = sLow2
+		return accept
+	case sLow2:
+		if c != 'u' {
+			return reject
+		}
+		f.phase, f.u, f.b = sHex, 4, 0
+		return accept
+	case sHex:
+		var h int32
+		switch {
+		case c >= '0' && c <= '9':
+			h = int32(c - '0')
+		case c >= 'a' && c <= 'f':
+			h = int32(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			h = int32(c-'A') + 10
+		default:
+			return reject
+		}
+		cu := f.b<<4 | h
+		left := f.u - 1
+		shift := 4 * uint(left)
+		lo, hi := rune(cu)<<shift, rune(cu)<<shift|(1<<shift-1)
+		if f.val != 0 { // the low half of a pair
+			a, b := max(lo, 0xDC00), min(hi, 0xDFFF)
+			high := rune(f.val-0xD800) << 10
+			if a > b || !d.CanAccept(f.a, 0x10000+high+(a-0xDC00), 0x10000+high+(b-0xDC00)) {
+				return reject
+			}
+			if left == 0 {
+				f.val, f.u = 0, 0
+				return feed(0x10000 + high + (lo - 0xDC00))
+			}
+		} else {
+			if !canRune(d, f.a, lo, hi) {
+				return reject
+			}
+			if left == 0 {
+				f.u = 0
+				if lo >= 0xD800 && lo <= 0xDBFF {
+					f.val, f.b, f.phase = int64(lo), 0, sLow1
+					return accept
+				}
+				return feed(lo)
+			}
+		}
+		f.b, f.u = cu, left
+		return accept
 	}
 	return reject
 }

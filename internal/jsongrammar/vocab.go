@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/dsv4go/dsv4go/internal/regexgrammar"
 )
 
 // trie is a byte trie of token strings, children stored contiguously.
@@ -63,10 +65,85 @@ func buildTrie(es []entry) *trie {
 // concurrent use.
 type Vocab struct {
 	size  int
-	all   *trie    // every token given
-	other *trie    // the tokens that are not plain
-	plain []uint64 // bitset of plain tokens
-	chars []uint16 // code points of each plain token (0: not plain)
+	all   *trie     // every token given
+	other *trie     // the tokens that are not plain
+	runes *runeTrie // the plain tokens, by their characters
+	plain []uint64  // bitset of plain tokens
+	chars []uint16  // code points of each plain token (0: not plain)
+}
+
+// runeTrie is a trie of the plain tokens' characters (code points), for
+// walking a pattern's automaton inside a string body.
+type runeTrie struct {
+	nodes []trieNode
+	label []rune
+	ids   []int32
+}
+
+// buildRuneTrie builds the trie of entries, whose bytes are plain tokens,
+// by their characters.
+func buildRuneTrie(es []entry) *runeTrie {
+	type rentry struct {
+		r  []rune
+		id int32
+	}
+	rs := make([]rentry, len(es))
+	for i, e := range es {
+		rs[i] = rentry{[]rune(string(e.b)), e.id}
+	}
+	slices.SortFunc(rs, func(x, y rentry) int {
+		if c := slices.Compare(x.r, y.r); c != 0 {
+			return c
+		}
+		return int(x.id - y.id)
+	})
+	t := &runeTrie{nodes: []trieNode{{}}, label: []rune{0}}
+	type job struct{ node, lo, hi, d int32 }
+	q := []job{{0, 0, int32(len(rs)), 0}}
+	for len(q) > 0 {
+		j := q[0]
+		q = q[1:]
+		lo := j.lo
+		t.nodes[j.node].tok = int32(len(t.ids))
+		for lo < j.hi && int32(len(rs[lo].r)) == j.d {
+			t.ids = append(t.ids, rs[lo].id)
+			lo++
+		}
+		t.nodes[j.node].nTok = int32(len(t.ids)) - t.nodes[j.node].tok
+		t.nodes[j.node].child = int32(len(t.nodes))
+		for lo < j.hi {
+			c := rs[lo].r[j.d]
+			hi := lo + 1
+			for hi < j.hi && rs[hi].r[j.d] == c {
+				hi++
+			}
+			t.nodes = append(t.nodes, trieNode{})
+			t.label = append(t.label, c)
+			q = append(q, job{int32(len(t.nodes) - 1), lo, hi, j.d + 1})
+			t.nodes[j.node].nChild++
+			lo = hi
+		}
+	}
+	return t
+}
+
+// walkRunes sets in dst the tokens of the subtree of node ni whose
+// characters the automaton d takes from state st.
+func (t *runeTrie) walkRunes(ni int32, d *regexgrammar.RuneDFA, st int32, dst []uint64) {
+	nd := t.nodes[ni]
+	for c := nd.child; c < nd.child+nd.nChild; c++ {
+		nx := d.Next(st, t.label[c])
+		if nx < 0 {
+			continue
+		}
+		ch := t.nodes[c]
+		for _, id := range t.ids[ch.tok : ch.tok+ch.nTok] {
+			dst[id/64] |= 1 << (id % 64)
+		}
+		if ch.nChild > 0 {
+			t.walkRunes(c, d, nx, dst)
+		}
+	}
 }
 
 // plainToken reports whether b, inside a JSON string's body, is accepted
@@ -96,7 +173,7 @@ func plainToken(b []byte) bool {
 // (special and added tokens, unknown ids) are never allowed by Allowed.
 func NewVocab(tokens [][]byte) *Vocab {
 	v := &Vocab{size: len(tokens), plain: make([]uint64, (len(tokens)+63)/64), chars: make([]uint16, len(tokens))}
-	var all, other []entry
+	var all, other, plain []entry
 	for id, b := range tokens {
 		if len(b) == 0 {
 			continue
@@ -106,6 +183,7 @@ func NewVocab(tokens [][]byte) *Vocab {
 		if plainToken(b) && utf8.RuneCount(b) < 1<<16 {
 			v.plain[id/64] |= 1 << (id % 64)
 			v.chars[id] = uint16(utf8.RuneCount(b))
+			plain = append(plain, e)
 		} else {
 			other = append(other, e)
 		}
@@ -118,7 +196,7 @@ func NewVocab(tokens [][]byte) *Vocab {
 	}
 	slices.SortFunc(all, cmp)
 	slices.SortFunc(other, cmp)
-	v.all, v.other = buildTrie(all), buildTrie(other)
+	v.all, v.other, v.runes = buildTrie(all), buildTrie(other), buildRuneTrie(plain)
 	return v
 }
 
@@ -141,20 +219,29 @@ var walkers = sync.Pool{New: func() any { return &walker{} }}
 // s.Accepting(). Cost: a walk of the token trie pruned at the first byte
 // s rejects; inside a string body the plain tokens (printable ASCII without
 // quote or backslash, whole UTF-8 characters) are allowed at once (those
-// short enough for maxLength) and only the others walked.
+// short enough for maxLength) and only the others walked; inside the body
+// of a string with a pattern or format (one thread), the plain tokens are
+// walked by their characters on the pattern's automaton alone (all of them
+// at once where every such character loops back to its state).
 func (v *Vocab) Allowed(s *State, dst []uint64) {
 	clear(dst)
 	t := v.all
-	if room, ok := s.stringRoom(); ok {
+	if p, st, ok := s.patternBody(); ok {
+		t = v.other
+		switch room := p.room[st]; {
+		case room == -1:
+			copy(dst, v.plain)
+		case room >= 0:
+			v.plainUpTo(int(room), dst)
+		default:
+			v.runes.walkRunes(0, p.d, st, dst)
+		}
+	} else if room, ok := s.stringRoom(); ok {
 		t = v.other
 		if room < 0 {
 			copy(dst, v.plain)
 		} else {
-			for id, n := range v.chars {
-				if n > 0 && int(n) <= room {
-					dst[id/64] |= 1 << (id % 64)
-				}
-			}
+			v.plainUpTo(room, dst)
 		}
 	}
 	w := walkers.Get().(*walker)
@@ -164,6 +251,15 @@ func (v *Vocab) Allowed(s *State, dst []uint64) {
 	w.levels[0].CopyFrom(s)
 	w.walk(t, 0, 0, dst)
 	walkers.Put(w)
+}
+
+// plainUpTo sets in dst the plain tokens of at most room characters.
+func (v *Vocab) plainUpTo(room int, dst []uint64) {
+	for id, n := range v.chars {
+		if n > 0 && int(n) <= room {
+			dst[id/64] |= 1 << (id % 64)
+		}
+	}
 }
 
 func (w *walker) walk(t *trie, ni int32, depth int, dst []uint64) {

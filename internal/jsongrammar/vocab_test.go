@@ -56,10 +56,17 @@ func TestAllowedEqualsBruteForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Pattern and format strings: the walk of every token, no plain
+	// shortcut; escapes decoded before the pattern sees them.
+	pat, err := Compile([]byte(`{"type":"object","properties":{"id":{"type":"string","pattern":"^[A-Z]{2}-\\d{3,5}[\"é\\n]?$"},"when":{"type":"string","format":"date"},"any":{"type":"string","pattern":"(?s).{0,3}"},"n":{"type":"string","pattern":"[^\\n]*"}},"required":["id","when"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		g   *Grammar
 		out string
 	}{
+		{pat, `{"id":"\u0041B-1234\"","when":"2024-02-2\u0039","any":"\ud83d\ude00\n","n":"a\"é"}`},
 		{alts, `["a","bcde",{"na":1}]`},
 		{JSONObject(), `{"key": "vä\u00e9lue 😀", "n": [1, -2.5e3, true, null, {}]}`},
 		{g, `{"name": "héllo", "tags": ["bb", "a"], "k": 342, "n": 12.5}`},
@@ -138,6 +145,28 @@ func BenchmarkMask(b *testing.B) {
 		{"anyof8_arguments", `[{"name": "get_weather_3", "parameters": {"city": "Os`},
 	} {
 		st := tg.Start()
+		if !st.FeedBytes([]byte(c.prefix)) {
+			b.Fatalf("%q rejected", c.prefix)
+		}
+		dst := make([]uint64, v.Words())
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				v.Allowed(st, dst)
+			}
+		})
+	}
+	pg, err := Compile([]byte(`{"type":"object","properties":{"id":{"type":"string","pattern":"[A-Z]{2}-\\d{3,5}"},"when":{"type":"string","format":"date-time"},"note":{"type":"string","pattern":"[^\\n]*"},"short":{"type":"string","pattern":".{0,40}"}},"required":["id","when","note","short"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, prefix string }{
+		{"pattern_start", `{"id": "`},
+		{"pattern_digits", `{"id": "AB-12`},
+		{"format_date_time", `{"id": "AB-123", "when": "2024-01-0`},
+		{"pattern_free_text", `{"id": "AB-123", "when": "2024-01-01T00:00:00Z", "note": "Hel`},
+		{"pattern_bounded_text", `{"id": "AB-123", "when": "2024-01-01T00:00:00Z", "note": "", "short": "Hel`},
+	} {
+		st := pg.Start()
 		if !st.FeedBytes([]byte(c.prefix)) {
 			b.Fatalf("%q rejected", c.prefix)
 		}

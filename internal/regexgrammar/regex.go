@@ -25,6 +25,12 @@
 // program instruction, so MaxInsts bounds its size.
 // Output is valid UTF-8: bytes that cannot be part of a valid encoding are
 // never accepted.
+//
+// Grammar.RuneDFA builds, once and in full, the automaton of a pattern
+// over whole runes rather than bytes, with states numbered, for callers
+// that decode their input themselves: the pattern and format keywords of
+// JSON schemas (internal/jsongrammar), whose string characters may come
+// escaped.
 package regexgrammar
 
 import (

@@ -296,6 +296,9 @@ func FuzzGrammar(f *testing.F) {
 	f.Add(`{"anyOf":[{"type":"integer"},{"type":"array","items":{"$ref":"#"}}]}`, `[[1],[]]`)
 	f.Add(`{"anyOf":[{"properties":{"a":{"type":"integer"}}},{"properties":{"a":{"type":"string"}}},{"enum":[{"a":1}]}]}`, `{"a":1}`)
 	f.Add(``, `{"a":[1e5,-0.5,"\u00e9"]}`)
+	f.Add(`{"type":"string","pattern":"[a-z\"]{1,3}\\d"}`, `"a\"\u00622"`)
+	f.Add(`{"type":"object","properties":{"d":{"format":"date-time"},"e":{"type":"string","format":"email"}}}`, `{"d":"2024-01-01T00:00:00Z","e":"a@b.cd"}`)
+	f.Add(`{"type":"string","pattern":"[\\x{10000}-\\x{10FFFF}]"}`, `"\ud83d\ude00"`)
 	f.Fuzz(func(t *testing.T, schema, out string) {
 		g := JSONObject()
 		if schema != "" {

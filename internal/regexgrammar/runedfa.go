@@ -15,6 +15,10 @@ const (
 	// MaxRuneDFAIntervals bounds the rune intervals (transitions beyond
 	// ASCII) of all the states of one RuneDFA together.
 	MaxRuneDFAIntervals = 1 << 20
+	// MaxRuneDFAWork bounds the work of building one RuneDFA: for each
+	// state, its threads' rune ranges plus its threads times the intervals
+	// those ranges cut (at most about half a second on one core).
+	MaxRuneDFAWork = 1 << 23
 )
 
 // RuneDFA is the complete deterministic automaton of a Grammar over whole
@@ -35,7 +39,8 @@ type RuneDFA struct {
 // RuneDFA builds the complete rune automaton of g, exploring every state
 // reachable from the start. Errors: *LimitError when it has more than
 // maxStates states, or its states hold more than MaxRuneDFAThreads threads
-// or MaxRuneDFAIntervals intervals in all. The Grammar's own byte-level
+// or MaxRuneDFAIntervals intervals in all, or it takes more than
+// MaxRuneDFAWork steps to build. The Grammar's own byte-level
 // behaviour is unchanged.
 func (g *Grammar) RuneDFA(maxStates int) (*RuneDFA, error) {
 	g.mu.Lock()
@@ -43,7 +48,7 @@ func (g *Grammar) RuneDFA(maxStates int) (*RuneDFA, error) {
 	d := &RuneDFA{}
 	ids := map[string]int32{}
 	var sets [][]thread
-	threads, intervals := 0, 0
+	threads, intervals, work := 0, 0, 0
 	var limitErr error
 	add := func(ts []thread, match bool) int32 {
 		if len(ts) == 0 && !match {
@@ -87,6 +92,10 @@ func (g *Grammar) RuneDFA(maxStates int) (*RuneDFA, error) {
 		pts = slices.Compact(pts)
 		for len(pts) > 0 && pts[len(pts)-1] > unicode.MaxRune {
 			pts = pts[:len(pts)-1]
+		}
+		if work += len(pts) + len(cur)*len(pts); work > MaxRuneDFAWork {
+			limitErr = &LimitError{What: "automaton work", Got: work, Limit: MaxRuneDFAWork}
+			break
 		}
 		memo := map[string]int32{}
 		var sel []byte

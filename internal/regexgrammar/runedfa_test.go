@@ -85,4 +85,9 @@ func TestRuneDFA(t *testing.T) {
 	if _, err := g.RuneDFA(1000); !errors.As(err, &le) {
 		t.Errorf("exponential pattern: %v, want *LimitError", err)
 	}
+	// Many threads over many intervals: refused by the work bound.
+	g, _ = Compile(`(?:\pL?){500}`)
+	if _, err := g.RuneDFA(4096); !errors.As(err, &le) || le.What != "automaton work" {
+		t.Errorf("wide pattern: %v, want the work *LimitError", err)
+	}
 }

@@ -81,9 +81,9 @@ const (
 // it, and control characters, " and \ only escaped) and format (date,
 // time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri,
 // uri-reference, uri-template, json-pointer, relative-json-pointer, with
-// xgrammar's expressions; other formats are ignored, as xgrammar ignores
-// them; pattern beside a format, or either beside minLength / maxLength,
-// is a *ParamError); minimum, maximum,
+// xgrammar's expressions; as in vLLM, another format on a string, and
+// pattern or format beside minLength / maxLength, are a *ParamError, and
+// so is pattern beside format); minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum on integers (digits that cannot end
 // inside the range are masked); enum and const (written
 // as their compact JSON); anyOf and oneOf over any alternatives of the

@@ -175,6 +175,7 @@ func TestStructuredErrors(t *testing.T) {
 		name, rf, so, param, msg string
 	}{
 		{"pattern", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a(?!b)"}}}`, "", "response_format.json_schema.schema", `"pattern": invalid regular expression`},
+		{"format unknown", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"d":{"type":"string","format":"iri"}}}}}`, "", "response_format.json_schema.schema", `/properties/d: "format": "iri" is not supported`},
 		{"format length", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"d":{"type":"string","format":"date","maxLength":10}}}}}`, "", "response_format.json_schema.schema", `/properties/d: "maxLength": not supported together with pattern or format`},
 		{"number minimum", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"number","minimum":1}}}`, "", "response_format.json_schema.schema", `"minimum": supported for integers only`},
 		{"allOf", `{"type":"json_schema","json_schema":{"name":"x","schema":{"allOf":[{"type":"object"}]}}}`, "", "response_format.json_schema.schema", `"allOf"`},

@@ -24,9 +24,11 @@ const (
 // syntax and, like every pattern here, over the string's decoded value:
 // where xgrammar's email expression spells a quoted local part with the
 // JSON escapes \" and \\, this one has the characters " and \ they stand
-// for. Every expression is a full match. A format not listed is ignored,
-// as xgrammar ignores it (the string is then constrained by its other
-// keywords only).
+// for. Every expression is a full match. These are the formats vLLM lets
+// through to xgrammar (STRING_SUPPORTED_FORMATS in its xgrammar backend);
+// a schema whose type is or lists "string" with any other format is
+// refused, as vLLM refuses it ("features not supported by xgrammar"); any
+// other format elsewhere is ignored.
 var formats = func() map[string]string {
 	const (
 		hex2    = `%[0-9A-Fa-f][0-9A-Fa-f]`
@@ -152,6 +154,24 @@ func rooms(d *regexgrammar.RuneDFA) []int32 {
 	return room
 }
 
+// typedString reports whether schema v's type is, or lists, "string"
+// (vLLM refuses an unknown format only there).
+func typedString(v *value) bool {
+	t := v.get("type")
+	if t == nil {
+		return false
+	}
+	if t.kind == 's' {
+		return t.str == "string"
+	}
+	for _, x := range t.vals {
+		if x.kind == 's' && x.str == "string" {
+			return true
+		}
+	}
+	return false
+}
+
 // knownFormat reports whether schema v has a format this package
 // implements.
 func knownFormat(v *value) bool {
@@ -164,10 +184,12 @@ func knownFormat(v *value) bool {
 }
 
 // stringPattern returns the automaton of a string schema's pattern or
-// format (nil when it has neither, or only a format not implemented).
-// Errors: a pattern or format that is not a string, both together, a
-// pattern regexgrammar refuses (its message, keyword "pattern"), one over
-// MaxPatternStates or the schema's over MaxSchemaPatternStates.
+// format (nil when it has neither). Errors: a pattern or format that is
+// not a string, a format not in formats on a schema typed "string"
+// (keyword "format", naming it),
+// both together, a pattern regexgrammar refuses (its message, keyword
+// "pattern"), one over MaxPatternStates or the schema's over
+// MaxSchemaPatternStates.
 func (c *compiler) stringPattern(v *value, path string) (*pattern, error) {
 	p, f := v.get("pattern"), v.get("format")
 	if p != nil && p.kind != 's' {
@@ -175,6 +197,9 @@ func (c *compiler) stringPattern(v *value, path string) (*pattern, error) {
 	}
 	if f != nil && f.kind != 's' {
 		return nil, &Error{Keyword: "format", Path: path, Msg: "must be a string"}
+	}
+	if f != nil && !knownFormat(v) && typedString(v) {
+		return nil, &Error{Keyword: "format", Path: path, Msg: fmt.Sprintf("%q is not supported (supported: date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri, uri-reference, uri-template, json-pointer, relative-json-pointer)", f.str)}
 	}
 	if knownFormat(v) {
 		if p != nil {

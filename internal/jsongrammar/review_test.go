@@ -345,7 +345,7 @@ var reviewSchemas = []string{
 	`{"type":"string","format":"uri"}`, `{"type":"string","format":"hostname"}`, `{"type":"string","format":"time"}`,
 	`{"type":"string","format":"uri-reference"}`, `{"type":"string","format":"uri-template"}`,
 	`{"type":"string","format":"json-pointer"}`, `{"type":"string","format":"relative-json-pointer"}`,
-	`{"type":"string","format":"no-such-format"}`,
+	`{"format":"no-such-format"}`, `{"type":"integer","format":"date"}`,
 }
 
 // TestReviewWalks drives every edge-case schema at random: no dead state
@@ -476,7 +476,7 @@ func TestPatternCases(t *testing.T) {
 		{`{"type":"string","format":"uri"}`, []string{`"https://user@example.com:8080/p/a%20th?q=1#frag"`, `"mailto:a@b.c"`, `"urn:isbn:0451450523"`}, []string{`"//example.com"`, `"http://exa mple.com"`, `"1http://x"`}},
 		{`{"type":"string","format":"json-pointer"}`, []string{`""`, `"/a~1b/c~0d"`, `"/\n"`}, []string{`"a"`, `"/~2"`}},
 		{`{"type":"string","format":"relative-json-pointer"}`, []string{`"0#"`, `"1/a"`}, []string{`"01"`, `"#"`}},
-		{`{"type":"string","format":"not-a-format","maxLength":2}`, []string{`"ab"`, `""`}, []string{`"abc"`}},
+		{`{"format":"not-a-format","maxLength":2}`, []string{`"ab"`, `""`}, []string{`"abc"`}},
 		{`{"type":"integer","pattern":"x","format":"date"}`, []string{`12`}, []string{`"x"`}},
 		{`{"anyOf":[{"type":"string","format":"date"},{"type":"string","pattern":"[a-z]+"},{"type":"string","maxLength":1}]}`, []string{`"2024-01-01"`, `"abc"`, `"1"`, `"\u0031"`}, []string{`"12"`, `"2024-01-0a"`, `"AB"`}},
 	}
@@ -491,6 +491,9 @@ func TestPatternCases(t *testing.T) {
 		{`{"type":"string","pattern":"[a-z]+","format":"date"}`, "pattern"},
 		{`{"type":"string","pattern":"[a-z]+","maxLength":3}`, "maxLength"},
 		{`{"type":"string","format":"email","minLength":3}`, "minLength"},
+		{`{"type":"string","pattern":"a","minLength":0}`, "minLength"},
+		{`{"type":"string","format":"not-a-format"}`, "format"},
+		{`{"type":["null","string"],"format":"iri"}`, "format"},
 		{`{"type":"string","pattern":"(a|b)*a(a|b){14}"}`, "pattern"},
 		{`{"type":"string","pattern":"` + strings.Repeat("x", 20000) + `"}`, "pattern"},
 	} {

@@ -321,12 +321,13 @@ type compiler struct {
 //     surrogates never. format: date, time, date-time, duration, email,
 //     hostname, ipv4, ipv6, uuid, uri, uri-reference, uri-template,
 //     json-pointer, relative-json-pointer are enforced as patterns with
-//     xgrammar's expressions (see formats); any other format is ignored,
-//     as xgrammar ignores it. A pattern beside a known format, or either
-//     beside minLength / maxLength, is an *Error (xgrammar lets the format
-//     win over the pattern, and both over the lengths; both holding would
-//     need the intersection); pattern, and a known format, without type
-//     imply type string;
+//     xgrammar's expressions (see formats); any other format is an *Error
+//     naming it where type is (or lists) "string", ignored elsewhere, and
+//     pattern or format beside minLength / maxLength an *Error
+//     naming the length, as vLLM refuses both before xgrammar (which
+//     would drop the lengths); a pattern beside a format is an *Error too
+//     (xgrammar would drop the pattern). pattern, and a known format,
+//     without type imply type string;
 //   - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (not
 //     for number: a 400 naming the keyword);
 //   - enum, const (any JSON values);
@@ -714,7 +715,7 @@ func (c *compiler) typed(v *value, t, path string) (int32, error) {
 		if n.re, err = c.stringPattern(v, path); err != nil {
 			return 0, err
 		}
-		if n.re != nil && (n.minLen > 0 || n.maxLen >= 0) {
+		if n.re != nil && (v.get("minLength") != nil || v.get("maxLength") != nil) {
 			k := "minLength"
 			if v.get(k) == nil {
 				k = "maxLength"

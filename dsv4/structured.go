@@ -82,8 +82,9 @@ const (
 // time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri,
 // uri-reference, uri-template, json-pointer, relative-json-pointer, with
 // xgrammar's expressions; as in vLLM, another format on a string, and
-// pattern or format beside minLength / maxLength, are a *ParamError, and
-// so is pattern beside format); minimum, maximum,
+// pattern or format beside minLength / maxLength, are a *ParamError;
+// pattern beside format must hold too, where xgrammar drops the pattern);
+// minimum, maximum,
 // exclusiveMinimum, exclusiveMaximum on integers (digits that cannot end
 // inside the range are masked); enum and const (written
 // as their compact JSON); anyOf and oneOf over any alternatives of the

@@ -251,7 +251,7 @@ func TestCompileErrors(t *testing.T) {
 	cases := []struct{ schema, keyword, msg string }{
 		{`{"type":"string","pattern":"a\\bb"}`, "pattern", "word boundaries"},
 		{`{"type":"string","pattern":"a(?=b)"}`, "pattern", "lookaround"},
-		{`{"type":"string","format":"date","pattern":"x"}`, "pattern", `together with format "date"`},
+		{`{"type":"string","format":"date","pattern":"x"}`, "pattern", `with format "date": unsupported intersection`},
 		{`{"type":"string","pattern":"x","maxLength":3}`, "maxLength", "together with pattern"},
 		{`{"allOf":[{}]}`, "allOf", "not supported"},
 		{`{"type":"array","prefixItems":[{}]}`, "prefixItems", "not supported"},

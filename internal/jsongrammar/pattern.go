@@ -184,12 +184,12 @@ func knownFormat(v *value) bool {
 }
 
 // stringPattern returns the automaton of a string schema's pattern or
-// format (nil when it has neither). Errors: a pattern or format that is
-// not a string, a format not in formats on a schema typed "string"
-// (keyword "format", naming it),
-// both together, a pattern regexgrammar refuses (its message, keyword
-// "pattern"), one over MaxPatternStates or the schema's over
-// MaxSchemaPatternStates.
+// format, or of both (their intersection: the value must match both),
+// nil when it has neither. Errors: a pattern or format that is not a
+// string, a format not in formats on a schema typed "string" (keyword
+// "format", naming it), a pattern regexgrammar refuses (its message,
+// keyword "pattern"), one that no value of the format matches, one over
+// MaxPatternStates or the schema's over MaxSchemaPatternStates.
 func (c *compiler) stringPattern(v *value, path string) (*pattern, error) {
 	p, f := v.get("pattern"), v.get("format")
 	if p != nil && p.kind != 's' {
@@ -201,34 +201,46 @@ func (c *compiler) stringPattern(v *value, path string) (*pattern, error) {
 	if f != nil && !knownFormat(v) && typedString(v) {
 		return nil, &Error{Keyword: "format", Path: path, Msg: fmt.Sprintf("%q is not supported (supported: date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri, uri-reference, uri-template, json-pointer, relative-json-pointer)", f.str)}
 	}
+	var fp *pattern
 	if knownFormat(v) {
-		if p != nil {
-			return nil, &Error{Keyword: "pattern", Path: path, Msg: fmt.Sprintf("not supported together with format %q", f.str)}
-		}
 		if d, ok := formatDFAs.Load(f.str); ok {
-			return d.(*pattern), nil
+			fp = d.(*pattern)
+		} else {
+			d, err := compilePattern(formats[f.str])
+			if err != nil {
+				return nil, &Error{Keyword: "format", Path: path, Msg: fmt.Sprintf("%q: %v", f.str, err)}
+			}
+			formatDFAs.Store(f.str, d)
+			fp = d
 		}
-		d, err := compilePattern(formats[f.str])
-		if err != nil {
-			return nil, &Error{Keyword: "format", Path: path, Msg: fmt.Sprintf("%q: %v", f.str, err)}
-		}
-		formatDFAs.Store(f.str, d)
-		return d, nil
 	}
 	if p == nil {
-		return nil, nil
+		return fp, nil
 	}
-	if d, ok := c.res[p.str]; ok {
+	key := p.str
+	if fp != nil {
+		key = f.str + "\x00" + p.str // a pattern never holds NUL
+	}
+	if d, ok := c.res[key]; ok {
 		return d, nil
 	}
 	d, err := compilePattern(p.str)
 	if err != nil {
 		return nil, &Error{Keyword: "pattern", Path: path, Msg: err.Error()}
 	}
+	if fp != nil {
+		// Both hold: the product of the two automata (xgrammar would
+		// enforce the format alone).
+		x, err := regexgrammar.Intersect(fp.d, d.d, MaxPatternStates)
+		if err != nil {
+			return nil, &Error{Keyword: "pattern", Path: path, Msg: fmt.Sprintf("with format %q: %v", f.str, err)}
+		}
+		d = &pattern{d: x, room: rooms(x)}
+	}
 	if c.reTotal += d.d.States(); c.reTotal > MaxSchemaPatternStates {
 		return nil, &Error{Keyword: "pattern", Path: path, Msg: fmt.Sprintf("the schema's patterns need more than %d automaton states", MaxSchemaPatternStates)}
 	}
-	c.res[p.str] = d
+	c.res[key] = d
 	return d, nil
 }
 

@@ -346,6 +346,7 @@ var reviewSchemas = []string{
 	`{"type":"string","format":"uri-reference"}`, `{"type":"string","format":"uri-template"}`,
 	`{"type":"string","format":"json-pointer"}`, `{"type":"string","format":"relative-json-pointer"}`,
 	`{"format":"no-such-format"}`, `{"type":"integer","format":"date"}`,
+	`{"type":"string","format":"date-time","pattern":".*T1[0-9]:.*Z"}`, `{"format":"ipv4","pattern":"10\\..*"}`,
 }
 
 // TestReviewWalks drives every edge-case schema at random: no dead state
@@ -478,6 +479,8 @@ func TestPatternCases(t *testing.T) {
 		{`{"type":"string","format":"relative-json-pointer"}`, []string{`"0#"`, `"1/a"`}, []string{`"01"`, `"#"`}},
 		{`{"format":"not-a-format","maxLength":2}`, []string{`"ab"`, `""`}, []string{`"abc"`}},
 		{`{"type":"integer","pattern":"x","format":"date"}`, []string{`12`}, []string{`"x"`}},
+		{`{"type":"string","format":"date","pattern":"^2024-.*"}`, []string{`"2024-02-29"`, `"\u0032024-01-01"`}, []string{`"2023-01-01"`, `"2024-13-01"`, `"2024-"`}},
+		{`{"type":"string","format":"email","pattern":".*@example\\.com"}`, []string{`"a.b@example.com"`}, []string{`"a@example.org"`, `"@example.com"`}},
 		{`{"anyOf":[{"type":"string","format":"date"},{"type":"string","pattern":"[a-z]+"},{"type":"string","maxLength":1}]}`, []string{`"2024-01-01"`, `"abc"`, `"1"`, `"\u0031"`}, []string{`"12"`, `"2024-01-0a"`, `"AB"`}},
 	}
 	runSchemaCases(t, cases)
@@ -489,6 +492,8 @@ func TestPatternCases(t *testing.T) {
 		{`{"type":"string","pattern":1}`, "pattern"},
 		{`{"type":"string","format":1}`, "format"},
 		{`{"type":"string","pattern":"[a-z]+","format":"date"}`, "pattern"},
+		{`{"type":"string","format":"date","pattern":"^2024-"}`, "pattern"}, // a full match: no date is "2024-"
+		{`{"type":"string","pattern":"(a|b)*a(a|b){14}","format":"uri"}`, "pattern"},
 		{`{"type":"string","pattern":"[a-z]+","maxLength":3}`, "maxLength"},
 		{`{"type":"string","format":"email","minLength":3}`, "minLength"},
 		{`{"type":"string","pattern":"a","minLength":0}`, "minLength"},

@@ -325,9 +325,10 @@ type compiler struct {
 //     naming it where type is (or lists) "string", ignored elsewhere, and
 //     pattern or format beside minLength / maxLength an *Error
 //     naming the length, as vLLM refuses both before xgrammar (which
-//     would drop the lengths); a pattern beside a format is an *Error too
-//     (xgrammar would drop the pattern). pattern, and a known format,
-//     without type imply type string;
+//     would drop the lengths). A pattern beside a format must hold too:
+//     the automaton is the product of both (xgrammar would drop the
+//     pattern; an empty product is an *Error naming "pattern"). pattern,
+//     and a known format, without type imply type string;
 //   - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (not
 //     for number: a 400 naming the keyword);
 //   - enum, const (any JSON values);

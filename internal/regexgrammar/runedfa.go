@@ -279,3 +279,156 @@ func (d *RuneDFA) Uniform(s int32, lo, hi rune) (int32, bool) {
 	}
 	return t, true
 }
+
+// Intersect returns the automaton of the texts that both a and b match:
+// their product, less the states from which no match is reachable (so
+// that, as in every RuneDFA, each state can still reach a match). Errors:
+// *LimitError past maxStates product states or MaxRuneDFAIntervals
+// intervals; *UnsupportedError when no text matches both.
+func Intersect(a, b *RuneDFA, maxStates int) (*RuneDFA, error) {
+	p := &RuneDFA{}
+	ids := map[[2]int32]int32{}
+	var pairs [][2]int32
+	var limitErr error
+	add := func(x, y int32) int32 {
+		if x < 0 || y < 0 {
+			return -1
+		}
+		k := [2]int32{x, y}
+		if id, ok := ids[k]; ok {
+			return id
+		}
+		if len(pairs) >= maxStates {
+			limitErr = &LimitError{What: "automaton states", Got: len(pairs) + 1, Limit: maxStates}
+			return -1
+		}
+		id := int32(len(pairs))
+		ids[k] = id
+		pairs = append(pairs, k)
+		p.match = append(p.match, a.match[x] && b.match[y])
+		return id
+	}
+	add(0, 0)
+	intervals := 0
+	for s := 0; s < len(pairs) && limitErr == nil; s++ {
+		x, y := pairs[s][0], pairs[s][1]
+		asc := make([]int32, 128)
+		for r := range 128 {
+			asc[r] = add(a.ascii[int(x)*128+r], b.ascii[int(y)*128+r])
+		}
+		// Merge the two interval lists (both start at 0x80).
+		la, ta, lb, tb := a.lo[x], a.to[x], b.lo[y], b.to[y]
+		var los []rune
+		var tos []int32
+		i, j, cur := 0, 0, rune(0x80)
+		for {
+			if t := add(ta[i], tb[j]); len(tos) == 0 || tos[len(tos)-1] != t {
+				los = append(los, cur)
+				tos = append(tos, t)
+			}
+			na, nb := rune(unicode.MaxRune+1), rune(unicode.MaxRune+1)
+			if i+1 < len(la) {
+				na = la[i+1]
+			}
+			if j+1 < len(lb) {
+				nb = lb[j+1]
+			}
+			cur = min(na, nb)
+			if cur > unicode.MaxRune {
+				break
+			}
+			if na == cur {
+				i++
+			}
+			if nb == cur {
+				j++
+			}
+		}
+		if intervals += len(los); intervals > MaxRuneDFAIntervals && limitErr == nil {
+			limitErr = &LimitError{What: "automaton intervals", Got: intervals, Limit: MaxRuneDFAIntervals}
+		}
+		p.ascii = append(p.ascii, asc...)
+		p.lo = append(p.lo, los)
+		p.to = append(p.to, tos)
+	}
+	if limitErr != nil {
+		return nil, limitErr
+	}
+	// The states that can reach a match, backwards from the matches.
+	n := len(pairs)
+	preds := make([][]int32, n)
+	for s := range n {
+		seen := map[int32]bool{}
+		edge := func(t int32) {
+			if t >= 0 && !seen[t] {
+				seen[t] = true
+				preds[t] = append(preds[t], int32(s))
+			}
+		}
+		for _, t := range p.ascii[s*128 : s*128+128] {
+			edge(t)
+		}
+		for _, t := range p.to[s] {
+			edge(t)
+		}
+	}
+	live := make([]bool, n)
+	var q []int32
+	for s := range n {
+		if p.match[s] {
+			live[s] = true
+			q = append(q, int32(s))
+		}
+	}
+	for len(q) > 0 {
+		t := q[len(q)-1]
+		q = q[:len(q)-1]
+		for _, s := range preds[t] {
+			if !live[s] {
+				live[s] = true
+				q = append(q, s)
+			}
+		}
+	}
+	if !live[0] {
+		return nil, &UnsupportedError{Construct: "intersection", Msg: "no text matches both patterns"}
+	}
+	// Renumber the live states in order (the start stays 0).
+	renum := make([]int32, n)
+	next := int32(0)
+	for s := range n {
+		renum[s] = -1
+		if live[s] {
+			renum[s] = next
+			next++
+		}
+	}
+	out := &RuneDFA{}
+	for s := range n {
+		if !live[s] {
+			continue
+		}
+		out.match = append(out.match, p.match[s])
+		for _, t := range p.ascii[s*128 : s*128+128] {
+			if t >= 0 {
+				t = renum[t]
+			}
+			out.ascii = append(out.ascii, t)
+		}
+		var los []rune
+		var tos []int32
+		for k, t := range p.to[s] {
+			if t >= 0 {
+				t = renum[t]
+			}
+			if len(tos) > 0 && tos[len(tos)-1] == t {
+				continue
+			}
+			los = append(los, p.lo[s][k])
+			tos = append(tos, t)
+		}
+		out.lo = append(out.lo, los)
+		out.to = append(out.to, tos)
+	}
+	return out, nil
+}

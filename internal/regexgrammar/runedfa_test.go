@@ -91,3 +91,54 @@ func TestRuneDFA(t *testing.T) {
 		t.Errorf("wide pattern: %v, want the work *LimitError", err)
 	}
 }
+
+// TestIntersect checks the product automaton against both regexps, and
+// that every state it reaches can still reach a match.
+func TestIntersect(t *testing.T) {
+	pairs := [][2]string{
+		{`\d{4}-\d{2}`, `20.*`}, {`[a-c]*`, `(ab)*c?`}, {`.*x.*`, `[^y]{0,5}`}, {`(?i)héllo|world`, `[a-zé]+`},
+		{`\pL+`, `[α-ω]*x|[a-z]+`}, {`(a|b)*a(a|b){3}`, `b*a*`},
+	}
+	alphabet := []rune("abcxyHÉé0123-2\nαβωworldhl")
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, pr := range pairs {
+		ga, _ := Compile(pr[0])
+		gb, _ := Compile(pr[1])
+		a, err := ga.RuneDFA(1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := gb.RuneDFA(1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Intersect(a, b, 1000)
+		if err != nil {
+			t.Fatal(pr, err)
+		}
+		ra, rb := regexp.MustCompile(`^(?:`+pr[0]+`)$`), regexp.MustCompile(`^(?:`+pr[1]+`)$`)
+		for range 3000 {
+			rs := make([]rune, rng.IntN(8))
+			for i := range rs {
+				rs[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			s := string(rs)
+			if got, want := d.Match(s), ra.MatchString(s) && rb.MatchString(s); got != want {
+				t.Errorf("%q on %q: %v, want %v", pr, s, got, want)
+			}
+		}
+		for s := int32(0); s < int32(d.States()); s++ {
+			if !d.Accepting(s) && !d.CanAccept(s, 0, utf8.MaxRune) {
+				t.Errorf("%q: state %d is a dead end", pr, s)
+			}
+		}
+	}
+	ga, _ := Compile(`a+`)
+	gb, _ := Compile(`b+`)
+	a, _ := ga.RuneDFA(10)
+	b, _ := gb.RuneDFA(10)
+	var ue *UnsupportedError
+	if _, err := Intersect(a, b, 10); !errors.As(err, &ue) {
+		t.Errorf("disjoint: %v, want *UnsupportedError", err)
+	}
+}

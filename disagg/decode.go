@@ -135,10 +135,13 @@ type DecodeServer struct {
 	vllm        *vllmmetrics.Requests
 }
 
-// NewDecodeServer starts a decode server's engine for cfg.Model.
+// NewDecodeServer starts a decode server's engine for cfg.Model. A nil
+// cfg.Model or a negative cfg.MaxBodyBytes is an error wrapping
+// dsv4.ErrInvalidParams (as dsv4.NewEngine says of a nil Model); the
+// engine's errors are returned as they are.
 func NewDecodeServer(cfg DecodeConfig) (*DecodeServer, error) {
 	if cfg.Model == nil {
-		return nil, errors.New("disagg: DecodeConfig.Model is nil")
+		return nil, fmt.Errorf("%w: disagg: DecodeConfig.Model is nil", dsv4.ErrInvalidParams)
 	}
 	if cfg.Name == "" {
 		cfg.Name = "dsv4"

@@ -21,7 +21,8 @@ type Identity struct {
 	// rates, window.
 	KVLayout string `json:"kv_layout"`
 	// Weights fingerprints the checkpoint (dsv4.Model.WeightsFingerprint):
-	// its tensor names, dtypes and shapes and the values of its small norms.
+	// every tensor's name, dtype, shape, length and a fixed sample of its
+	// bytes (whole up to 24 KiB, else 6 blocks of 4 KiB).
 	Weights string `json:"weights"`
 	// LayerTypes lists the attention type of each layer.
 	LayerTypes []string `json:"layer_types"`

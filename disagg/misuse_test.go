@@ -3,9 +3,12 @@ package disagg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/dsv4go/dsv4go/dsv4"
 )
 
 // TestSDKMisuse: what an SDK user building on the transport pieces can get
@@ -20,7 +23,11 @@ import (
 //     panicked on it);
 //   - a GRPCTransport Conn's Fetch and Abort after Close are ErrUnavailable
 //     (they were context.Canceled, as if the caller's ctx had ended) and a
-//     second Close is nil (grpc's "connection is closing").
+//     second Close is nil (grpc's "connection is closing"); an InProcess
+//     Conn's are too (they kept working after Close), and a Fetch waiting
+//     when it is closed ends so and aborts the room;
+//   - NewPrefillServer and NewDecodeServer with a nil Model are errors that
+//     wrap dsv4.ErrInvalidParams (they were plain errors.New).
 func TestSDKMisuse(t *testing.T) {
 	ctx := context.Background()
 	a := loadModel(t, ckptA)
@@ -127,29 +134,79 @@ func TestSDKMisuse(t *testing.T) {
 			return nil
 		}},
 		{"Conn after Close", func() error {
+			for _, tr := range []Transport{&GRPCTransport{}, &InProcess{}} {
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				sctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				go tr.Serve(sctx, lis, NewRooms(id))
+				c, err := tr.Dial(ctx, lis.Addr().String(), id)
+				if err != nil {
+					return err
+				}
+				if err := c.Close(); err != nil {
+					return err
+				}
+				if err := c.Close(); err != nil {
+					return fmt.Errorf("%T: second Close: %v", tr, err)
+				}
+				if _, err := c.Fetch(ctx, 1); !errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) {
+					return fmt.Errorf("%T: Fetch after Close: %s", tr, errString(err))
+				}
+				if err := c.Abort(ctx, 1, "x"); !errors.Is(err, ErrUnavailable) {
+					return fmt.Errorf("%T: Abort after Close: %s", tr, errString(err))
+				}
+			}
+			return nil
+		}},
+		{"InProcess Close during Fetch", func() error {
+			// A Fetch waiting for a room when its Conn is closed ends with
+			// ErrUnavailable (it waited until the room's timeout), and the
+			// room is aborted, as a cancelled gRPC stream leaves it.
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return err
 			}
+			defer lis.Close()
 			sctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			tr := &GRPCTransport{}
-			go tr.Serve(sctx, lis, NewRooms(id))
+			rs := NewRooms(id)
+			tr := &InProcess{}
+			go tr.Serve(sctx, lis, rs)
 			c, err := tr.Dial(ctx, lis.Addr().String(), id)
 			if err != nil {
 				return err
 			}
-			if err := c.Close(); err != nil {
-				return err
+			done := make(chan error, 1)
+			go func() { _, err := c.Fetch(ctx, 7); done <- err }()
+			for rs.Counts()[RoomBootstrapping] == 0 {
+				time.Sleep(time.Millisecond)
 			}
-			if err := c.Close(); err != nil {
-				return errors.New("second Close: " + err.Error())
+			c.Close()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) {
+					return errors.New("Fetch closed while waiting: " + errString(err))
+				}
+			case <-time.After(5 * time.Second):
+				return errors.New("Fetch still waiting 5 s after Close")
 			}
-			if _, err := c.Fetch(ctx, 1); !errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) {
-				return errors.New("Fetch after Close: " + errString(err))
+			if err := rs.Open(7); err == nil {
+				return errors.New("the room was not aborted")
 			}
-			if err := c.Abort(ctx, 1, "x"); !errors.Is(err, ErrUnavailable) {
-				return errors.New("Abort after Close: " + errString(err))
+			return nil
+		}},
+		{"servers with a nil Model", func() error {
+			if _, err := NewPrefillServer(PrefillConfig{}); !errors.Is(err, dsv4.ErrInvalidParams) {
+				return errors.New("NewPrefillServer: " + errString(err))
+			}
+			if _, err := NewDecodeServer(DecodeConfig{}); !errors.Is(err, dsv4.ErrInvalidParams) {
+				return errors.New("NewDecodeServer: " + errString(err))
+			}
+			if _, err := NewPrefillServer(PrefillConfig{Model: a, MaxBodyBytes: -1}); !errors.Is(err, dsv4.ErrInvalidParams) {
+				return errors.New("NewPrefillServer MaxBodyBytes -1: " + errString(err))
 			}
 			return nil
 		}},

@@ -30,7 +30,7 @@ func bodyLimit(field string, v int64) (int64, error) {
 	case v == 0:
 		return MaxBodyBytes, nil
 	case v < 0:
-		return 0, fmt.Errorf("disagg: %s must be >= 0 (0: %d bytes), got %d", field, MaxBodyBytes, v)
+		return 0, fmt.Errorf("%w: disagg: %s must be >= 0 (0: %d bytes), got %d", dsv4.ErrInvalidParams, field, MaxBodyBytes, v)
 	}
 	return v, nil
 }

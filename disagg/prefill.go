@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -99,10 +100,13 @@ type PrefillServer struct {
 	prefillSecs prometheus.Histogram
 }
 
-// NewPrefillServer returns a prefill server for cfg.Model.
+// NewPrefillServer returns a prefill server for cfg.Model. A nil cfg.Model
+// or a negative cfg.MaxBodyBytes is an error wrapping dsv4.ErrInvalidParams
+// (as dsv4.NewEngine says of a nil Model); the engine's errors are returned
+// as they are.
 func NewPrefillServer(cfg PrefillConfig) (*PrefillServer, error) {
 	if cfg.Model == nil {
-		return nil, errors.New("disagg: PrefillConfig.Model is nil")
+		return nil, fmt.Errorf("%w: disagg: PrefillConfig.Model is nil", dsv4.ErrInvalidParams)
 	}
 	if cfg.Name == "" {
 		cfg.Name = "dsv4"

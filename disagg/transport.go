@@ -117,21 +117,51 @@ func (t *InProcess) Dial(ctx context.Context, addr string, local Identity) (Conn
 	if err := local.Compatible(src.Identity()); err != nil {
 		return nil, err
 	}
-	return inprocConn{src}, nil
+	life, closeFn := context.WithCancel(context.Background())
+	return &inprocConn{src: src, life: life, closeFn: closeFn}, nil
 }
 
-type inprocConn struct{ src Source }
+// inprocConn is InProcess's Conn. Like a closed *GRPCTransport Conn, after
+// Close its Fetch and Abort fail with ErrUnavailable (errConnClosed), and a
+// Fetch waiting when Close is called is cancelled (the room is aborted, as a
+// gRPC stream's cancellation makes the prefill side do) and fails the same way.
+type inprocConn struct {
+	src     Source
+	life    context.Context // cancelled by Close
+	closeFn context.CancelFunc
+}
 
-func (c inprocConn) Remote() Identity { return c.src.Identity() }
-func (c inprocConn) Close() error     { return nil }
-func (c inprocConn) Abort(_ context.Context, id uint64, reason string) error {
+func (c *inprocConn) Remote() Identity { return c.src.Identity() }
+
+// Close closes the connection; it is idempotent and returns nil.
+func (c *inprocConn) Close() error {
+	c.closeFn()
+	return nil
+}
+
+func (c *inprocConn) isClosed() bool { return c.life.Err() != nil }
+
+func (c *inprocConn) Abort(_ context.Context, id uint64, reason string) error {
+	if c.isClosed() {
+		return errConnClosed
+	}
 	c.src.Abort(id, reason)
 	return nil
 }
 
-func (c inprocConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
-	h, done, err := c.src.Take(ctx, id)
+func (c *inprocConn) Fetch(ctx context.Context, id uint64) (*Handoff, error) {
+	if c.isClosed() {
+		return nil, errConnClosed
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.life, cancel)
+	defer stop()
+	h, done, err := c.src.Take(tctx, id)
 	if err != nil {
+		if ctx.Err() == nil && c.isClosed() {
+			return nil, errConnClosed // closed while it waited
+		}
 		return nil, err
 	}
 	done(nil)

@@ -242,3 +242,16 @@ func TestWriteSparseFlash(t *testing.T) {
 	total, n := writeSparseCheckpoint(t, dir, flashConfig, 46)
 	t.Logf("wrote %d tensors, %.1f GB logical, into %s", n, float64(total)/1e9, dir)
 }
+
+// BenchmarkLoadTiny times Load of the embedded tiny model (models/dsv4-tiny,
+// 30 MB): open, validate, WeightsFingerprint, dequantize to float32.
+func BenchmarkLoadTiny(b *testing.B) {
+	dir := filepath.Join("..", "models", "dsv4-tiny")
+	for b.Loop() {
+		m, err := Load(context.Background(), dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Close()
+	}
+}

@@ -164,6 +164,37 @@ func (f *File) Data(name string) ([]byte, error) {
 	return buf, nil
 }
 
+// ReadTensorAt copies len(p) bytes of the named tensor's data, starting at
+// byte off of that tensor, into p, with one ReadAt (pread) of the file even
+// when it is memory-mapped: a page fault on a mapping reads a whole
+// read-around window (128 KiB or more) where ReadAt's readahead for a small
+// random read is a few pages, and a file that shrank gives ErrTruncated
+// instead of SIGBUS. It reads only those bytes, whatever the tensor's size,
+// and is safe to call concurrently with Close. Errors: ErrNotFound,
+// ErrClosed, ErrTruncated; ErrOffsets when [off, off+len(p)) is not inside
+// the tensor.
+func (f *File) ReadTensorAt(name string, p []byte, off int64) error {
+	i, ok := f.byName[name]
+	if !ok {
+		return &Error{Kind: ErrNotFound, File: f.path, Tensor: name}
+	}
+	t := &f.header.Tensors[i]
+	n := t.End - t.Begin
+	if off < 0 || off > n || int64(len(p)) > n-off {
+		return &Error{Kind: ErrOffsets, File: f.path, Tensor: name,
+			Detail: fmt.Sprintf("bytes [%d, %d+%d) are not inside the tensor's %d", off, off, len(p), n)}
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return &Error{Kind: ErrClosed, File: f.path, Tensor: name}
+	}
+	if _, err := f.f.ReadAt(p, f.header.DataOffset+t.Begin+off); err != nil && !(err == io.EOF && len(p) == 0) {
+		return &Error{Kind: ErrTruncated, File: f.path, Tensor: name, Err: err}
+	}
+	return nil
+}
+
 // recheckSize re-reads the file's size (one fstat) after a read of its
 // mapping faulted, so that Data refuses the tensors the file lost. A closed
 // file, or a failed fstat, leaves the size as it was.

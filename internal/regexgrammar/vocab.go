@@ -78,21 +78,76 @@ func (v *Vocab) Size() int { return v.size }
 // Words is the length in uint64 words of an Allowed bitset.
 func (v *Vocab) Words() int { return (v.size + 63) / 64 }
 
+// MaxMaskWork bounds the work of one mask: the threads advanced over the
+// DFA transitions that are not cached yet (each transition costs its
+// state's threads plus 64, about 25 ns each on a 2-core dev box). Patterns whose states are many and large
+// (`(?s).*a.{100}`, `(.|..){0,300}`, `\p{L}{0,200}`: every trie node a new
+// state) would otherwise cost 0.2-4 s per decode step on DeepSeek-V4's
+// vocabulary; past the bound a mask costs at most a few times the bound.
+const MaxMaskWork = 1 << 21
+
 // Allowed sets in dst (Words() words, cleared first) the ids of the tokens
 // whose bytes s accepts in full from its position. End-of-sequence tokens
 // are the caller's: allow them when s.Accepting(). Cost: a walk of the
 // token trie pruned at the first byte refused, each edge one cached DFA
-// transition.
+// transition. When the walk would cost more than MaxMaskWork, only the
+// tokens of at most d bytes are offered, d the largest whose walks (d = 1,
+// 2, ... in turn) fit in another MaxMaskWork (at least the tokens of one
+// byte, or the shortest that s accepts),
+// so the mask is a subset of the exact one and is empty only when that
+// one is.
 func (v *Vocab) Allowed(s *State, dst []uint64) {
 	clear(dst)
-	v.walk(s.g, 0, s.n, dst)
+	b := budget{left: MaxMaskWork, depth: -1}
+	v.walk(s.g, 0, s.n, dst, 0, &b)
+	if !b.over {
+		return
+	}
+	tmp := make([]uint64, len(dst))
+	clear(dst)
+	empty := true
+	b = budget{left: MaxMaskWork} // shared by the passes below
+	for d := 1; ; d++ {
+		clear(tmp)
+		b.depth, b.over, b.deeper = d, false, false
+		if empty { // no token yet: go deeper whatever it costs
+			b.left = max(b.left, int(^uint(0)>>2))
+		}
+		v.walk(s.g, 0, s.n, tmp, 0, &b)
+		if b.over {
+			return
+		}
+		copy(dst, tmp)
+		empty = empty && !slices.ContainsFunc(tmp, func(w uint64) bool { return w != 0 })
+		if !empty {
+			b.left = min(b.left, MaxMaskWork)
+		}
+		if !b.deeper {
+			return // no token longer than d bytes is viable
+		}
+	}
 }
 
-// walk sets the tokens below trie node ni, reached in DFA state n.
-func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64) {
+// budget is what is left of a walk's work, and its depth limit (-1: none).
+type budget struct {
+	left   int
+	depth  int
+	over   bool // the work ran out; the walk is incomplete
+	deeper bool // a viable trie node below the depth limit was skipped
+}
+
+// walk sets the tokens below trie node ni, at depth bytes, reached in DFA
+// state n.
+func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64, depth int, b *budget) {
 	nd := v.nodes[ni]
 	for c := nd.child; c < nd.child+nd.nChild; c++ {
 		ch := &v.nodes[c]
+		if n.next[ch.label].Load() == nil {
+			if b.left -= len(n.threads) + 64; b.left < 0 {
+				b.over = true
+				return
+			}
+		}
 		nx := g.step(n, ch.label)
 		if nx == g.dead {
 			continue
@@ -101,7 +156,14 @@ func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64) {
 			dst[id/64] |= 1 << (id % 64)
 		}
 		if ch.nChild > 0 {
-			v.walk(g, c, nx, dst)
+			if depth+1 == b.depth {
+				b.deeper = true
+				continue
+			}
+			v.walk(g, c, nx, dst, depth+1, b)
+			if b.over {
+				return
+			}
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package regexgrammar
 
 import (
+	bits64 "math/bits"
+	"math/rand/v2"
+	"regexp"
 	"testing"
 	"time"
 
@@ -191,5 +194,55 @@ func BenchmarkMask(b *testing.B) {
 				v.Allowed(st, bits)
 			}
 		})
+	}
+}
+
+// TestMaskWorkBound walks patterns whose every trie node is a new DFA
+// state (0.27-3.6 s per uncached mask before MaxMaskWork): each mask stays
+// well under a second, offers only tokens the state accepts, is empty only
+// where nothing can follow, and the output matches per Go's regexp.
+func TestMaskWorkBound(t *testing.T) {
+	toks := v4Tokens(t)
+	v := NewVocab(toks)
+	for _, p := range []string{`(.|..){0,300}`, `(?s).*a.{100}`, `\p{L}{0,200}`} {
+		g, err := Compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(`^(?:` + p + `)$`)
+		m := NewMasker(v)
+		st := g.Start()
+		rng := rand.New(rand.NewPCG(1, 2))
+		var out []byte
+		for step := 0; step < 8; step++ {
+			start := time.Now()
+			bits := m.Allowed(st)
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("%s: mask took %v", p, d)
+			}
+			var ids []int
+			for i, w := range bits {
+				for ; w != 0; w &= w - 1 {
+					ids = append(ids, i*64+bits64.TrailingZeros64(w))
+				}
+			}
+			if len(ids) == 0 {
+				if !st.Done() {
+					t.Fatalf("%s: no token allowed after %q", p, out)
+				}
+				break
+			}
+			for _, id := range ids[:min(len(ids), 200)] {
+				if !st.Clone().FeedBytes(toks[id]) {
+					t.Fatalf("%s: token %q allowed, refused", p, toks[id])
+				}
+			}
+			id := ids[rng.IntN(len(ids))]
+			st.FeedBytes(toks[id])
+			out = append(out, toks[id]...)
+		}
+		if st.Accepting() != re.Match(out) {
+			t.Errorf("%s: %q: Accepting %v, regexp disagrees", p, out, st.Accepting())
+		}
 	}
 }

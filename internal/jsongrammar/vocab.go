@@ -209,9 +209,23 @@ func (v *Vocab) Words() int { return (v.size + 63) / 64 }
 // walker holds the per-depth states of one trie walk.
 type walker struct {
 	levels []*State
+	left   int  // work left (see MaxMaskWork)
+	depth  int  // tokens longer than depth bytes are not walked (-1: none)
+	over   bool // the work ran out: the walk is incomplete
+	deeper bool // a viable trie node below depth was skipped
 }
 
 var walkers = sync.Pool{New: func() any { return &walker{} }}
+
+// MaxMaskWork bounds the work of one mask's trie walk: each byte fed to a
+// state of T threads and F frames in all costs 16 + F + T*T (threads are
+// compared pairwise to merge equal ones), about 1.3 ns each on a 2-core
+// dev box. Where many alternatives stay live inside
+// strings (an anyOf of 128 strings with patterns `.{0,N}` or `[^a]*`: every
+// trie node fed to 128 threads) a full walk cost 5-6 s per decode step on
+// DeepSeek-V4's vocabulary; past the bound a mask costs at most about
+// twice it (~0.2 s): the 128 strings case 0.3 s per step.
+const MaxMaskWork = 1 << 26
 
 // Allowed sets in dst (a bitset of Words() words, cleared first) the ids of
 // the tokens whose bytes s accepts, in full, from its current position.
@@ -222,8 +236,45 @@ var walkers = sync.Pool{New: func() any { return &walker{} }}
 // short enough for maxLength) and only the others walked; inside the body
 // of a string with a pattern or format (one thread), the plain tokens are
 // walked by their characters on the pattern's automaton alone (all of them
-// at once where every such character loops back to its state).
+// at once where every such character loops back to its state). When the
+// walk would cost more than MaxMaskWork, the tokens walked are only those
+// of at most d bytes, d the largest whose walks (d = 1, 2, ... in turn) fit
+// in another MaxMaskWork (at least the tokens of one byte, or the shortest
+// that s accepts): a subset of the exact mask, empty only when it is.
 func (v *Vocab) Allowed(s *State, dst []uint64) {
+	w := walkers.Get().(*walker)
+	defer walkers.Put(w)
+	w.left, w.depth = MaxMaskWork, -1
+	v.allowed(w, s, dst)
+	if !w.over {
+		return
+	}
+	tmp := make([]uint64, len(dst))
+	clear(dst)
+	empty := true
+	w.left = MaxMaskWork // shared by the passes below
+	for d := 1; ; d++ {
+		w.depth, w.over, w.deeper = d, false, false
+		if empty { // no token yet: go deeper whatever it costs
+			w.left = max(w.left, int(^uint(0)>>2))
+		}
+		v.allowed(w, s, tmp)
+		if w.over {
+			return
+		}
+		copy(dst, tmp)
+		empty = empty && !slices.ContainsFunc(tmp, func(x uint64) bool { return x != 0 })
+		if !empty {
+			w.left = min(w.left, MaxMaskWork)
+		}
+		if !w.deeper {
+			return // no longer token is viable
+		}
+	}
+}
+
+// allowed is Allowed under w's budget and depth limit.
+func (v *Vocab) allowed(w *walker, s *State, dst []uint64) {
 	clear(dst)
 	t := v.all
 	if p, st, ok := s.patternBody(); ok {
@@ -244,13 +295,11 @@ func (v *Vocab) Allowed(s *State, dst []uint64) {
 			v.plainUpTo(room, dst)
 		}
 	}
-	w := walkers.Get().(*walker)
 	if len(w.levels) == 0 {
 		w.levels = append(w.levels, &State{})
 	}
 	w.levels[0].CopyFrom(s)
 	w.walk(t, 0, 0, dst)
-	walkers.Put(w)
 }
 
 // plainUpTo sets in dst the plain tokens of at most room characters.
@@ -268,7 +317,13 @@ func (w *walker) walk(t *trie, ni int32, depth int, dst []uint64) {
 		w.levels = append(w.levels, &State{})
 	}
 	parent, st := w.levels[depth], w.levels[depth+1]
+	threads := max(1, len(parent.ends))
+	cost := 16 + len(parent.frames) + len(parent.all) + threads*threads
 	for c := nd.child; c < nd.child+nd.nChild; c++ {
+		if w.left -= cost; w.left < 0 {
+			w.over = true
+			return
+		}
 		st.CopyFrom(parent)
 		if !st.Feed(t.label[c]) {
 			continue
@@ -278,7 +333,14 @@ func (w *walker) walk(t *trie, ni int32, depth int, dst []uint64) {
 			dst[id/64] |= 1 << (id % 64)
 		}
 		if ch.nChild > 0 {
+			if depth+1 == w.depth {
+				w.deeper = true
+				continue
+			}
 			w.walk(t, c, depth+1, dst)
+			if w.over {
+				return
+			}
 		}
 	}
 }

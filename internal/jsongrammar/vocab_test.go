@@ -1,9 +1,12 @@
 package jsongrammar
 
 import (
+	"encoding/json"
 	"fmt"
+	mbits "math/bits"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsv4go/dsv4go/tokenizer"
 )
@@ -186,4 +189,76 @@ func BenchmarkMask(b *testing.B) {
 			_, key = m.Allowed(st, key)
 		}
 	})
+}
+
+// TestMaskWorkBound walks an anyOf of 128 pattern strings that all stay
+// live (5-6 s per uncached mask before MaxMaskWork): each mask stays well
+// under a second, offers only tokens the state accepts and is never empty
+// before the end; the string, once closed, is valid JSON.
+func TestMaskWorkBound(t *testing.T) {
+	v := loadVocab(t)
+	toks := make([][]byte, v.size)
+	var rec func(ni int32, prefix []byte)
+	rec = func(ni int32, prefix []byte) {
+		n := v.all.nodes[ni]
+		for _, id := range v.all.ids[n.tok : n.tok+n.nTok] {
+			toks[id] = append([]byte(nil), prefix...)
+		}
+		for c := n.child; c < n.child+n.nChild; c++ {
+			rec(c, append(prefix, v.all.label[c]))
+		}
+	}
+	rec(0, nil)
+	var alts []string
+	for i := range 128 {
+		alts = append(alts, fmt.Sprintf(`{"type":"string","pattern":"[^%c]{0,%d}"}`, 'a'+i%26, 40+i))
+	}
+	g, err := Compile([]byte(`{"anyOf":[` + strings.Join(alts, ",") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.Start()
+	st.FeedBytes([]byte(`"`))
+	out := []byte(`"`)
+	bits := make([]uint64, v.Words())
+	for step := range 6 {
+		start := time.Now()
+		v.Allowed(st, bits)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("step %d: mask took %v", step, d)
+		}
+		var ids []int
+		for i, w := range bits {
+			for ; w != 0; w &= w - 1 {
+				ids = append(ids, i*64+mbits.TrailingZeros64(w))
+			}
+		}
+		if len(ids) == 0 {
+			t.Fatalf("no token allowed after %q", out)
+		}
+		for _, id := range ids[:min(len(ids), 300)] {
+			if !st.Clone().FeedBytes(toks[id]) {
+				t.Fatalf("token %q allowed after %q, refused", toks[id], out)
+			}
+		}
+		// Prefer a short token, so that the string stays open.
+		id := ids[(step*7919)%len(ids)]
+		if step == 5 {
+			id = -1
+			for _, x := range ids {
+				if string(toks[x]) == `"` {
+					id = x
+				}
+			}
+			if id < 0 {
+				t.Fatalf("no closing quote offered after %q", out)
+			}
+		}
+		st.FeedBytes(toks[id])
+		out = append(out, toks[id]...)
+	}
+	var s string
+	if !st.Accepting() || json.Unmarshal(out, &s) != nil {
+		t.Fatalf("%q: accepting %v, not a JSON string", out, st.Accepting())
+	}
 }

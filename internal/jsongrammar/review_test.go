@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -507,5 +508,28 @@ func TestPatternCases(t *testing.T) {
 		if !errors.As(err, &e) || e.Keyword != c.kw {
 			t.Errorf("%.80s: %v, want an *Error naming %q", c.schema, err, c.kw)
 		}
+	}
+}
+
+// TestSchemaPatternWork: distinct patterns each under
+// regexgrammar.MaxRuneDFAWork but together over MaxSchemaPatternWork are
+// a 400 naming "pattern", quickly (a 60 KB schema of them took 3.4 s).
+func TestSchemaPatternWork(t *testing.T) {
+	var props []string
+	for i := range 60 {
+		props = append(props, fmt.Sprintf(`"p%d":{"type":"string","pattern":"(\\p{Lu}\\p{Ll}*){0,40}|x%d"}`, i, i))
+	}
+	start := time.Now()
+	_, err := Compile([]byte(`{"type":"object","properties":{` + strings.Join(props, ",") + `}}`))
+	var e *Error
+	if !errors.As(err, &e) || e.Keyword != "pattern" || !strings.Contains(e.Msg, "steps") {
+		t.Fatalf("err = %v, want a pattern *Error over the schema's steps", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("refusal took %v", d)
+	}
+	// One of them alone compiles.
+	if _, err := Compile([]byte(`{"type":"object","properties":{` + props[0] + `}}`)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -298,6 +298,7 @@ type compiler struct {
 	refs    map[string]int32
 	res     map[string]*pattern // compiled patterns by their text
 	reTotal int                 // states of the patterns compiled
+	reWork  int                 // steps building them (RuneDFA.Work)
 }
 
 // Compile compiles a JSON Schema (the "schema" of response_format

@@ -34,6 +34,7 @@ type RuneDFA struct {
 	ascii []int32   // state*128 + r: the state after ASCII rune r
 	lo    [][]rune  // per state: the first rune of each interval from 0x80 (lo[s][0] == 0x80)
 	to    [][]int32 // per state: the state after any rune of each interval
+	work  int       // the steps RuneDFA took to build it (see MaxRuneDFAWork)
 }
 
 // RuneDFA builds the complete rune automaton of g, exploring every state
@@ -156,8 +157,16 @@ func (g *Grammar) RuneDFA(maxStates int) (*RuneDFA, error) {
 	if limitErr != nil {
 		return nil, limitErr
 	}
+	d.work = work
 	return d, nil
 }
+
+// Work is the number of steps Grammar.RuneDFA took to build d, as counted
+// against MaxRuneDFAWork (each state: its intervals times its threads plus
+// one; about 50 ns a step on a 2-core dev box); 0 for an Intersect product,
+// whose cost its maxStates bounds. Callers building many automata bound
+// their sum.
+func (d *RuneDFA) Work() int { return d.work }
 
 // States is the number of states.
 func (d *RuneDFA) States() int { return len(d.match) }

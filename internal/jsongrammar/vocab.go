@@ -28,36 +28,44 @@ type entry struct {
 
 // buildTrie builds the trie of entries (sorted by bytes, then id).
 func buildTrie(es []entry) *trie {
-	t := &trie{nodes: []trieNode{{}}, label: []byte{0}}
-	// Breadth-first over ranges of es sharing a prefix: node i covers
-	// es[lo:hi] at depth d.
+	nodes, label, ids := buildTrieOf(len(es), func(i int) []byte { return es[i].b }, func(i int) int32 { return es[i].id })
+	return &trie{nodes: nodes, label: label, ids: ids}
+}
+
+// buildTrieOf builds a trie over n keys, key(i) with token id(i), sorted by
+// key then id: node i's children are nodes[child : child+nChild], its
+// tokens ids[tok : tok+nTok], label[i] the element on the edge into it
+// (label[0], the root's, is 0). Breadth first over ranges of keys sharing a
+// prefix: node covers keys lo .. hi-1 at depth d.
+func buildTrieOf[E byte | rune](n int, key func(int) []E, id func(int) int32) (nodes []trieNode, label []E, ids []int32) {
+	nodes, label = []trieNode{{}}, []E{0}
 	type job struct{ node, lo, hi, d int32 }
-	q := []job{{0, 0, int32(len(es)), 0}}
+	q := []job{{0, 0, int32(n), 0}}
 	for len(q) > 0 {
 		j := q[0]
 		q = q[1:]
 		lo := j.lo
-		t.nodes[j.node].tok = int32(len(t.ids))
-		for lo < j.hi && int32(len(es[lo].b)) == j.d {
-			t.ids = append(t.ids, es[lo].id)
+		nodes[j.node].tok = int32(len(ids))
+		for lo < j.hi && int32(len(key(int(lo)))) == j.d {
+			ids = append(ids, id(int(lo)))
 			lo++
 		}
-		t.nodes[j.node].nTok = int32(len(t.ids)) - t.nodes[j.node].tok
-		t.nodes[j.node].child = int32(len(t.nodes))
+		nodes[j.node].nTok = int32(len(ids)) - nodes[j.node].tok
+		nodes[j.node].child = int32(len(nodes))
 		for lo < j.hi {
-			c := es[lo].b[j.d]
+			c := key(int(lo))[j.d]
 			hi := lo + 1
-			for hi < j.hi && es[hi].b[j.d] == c {
+			for hi < j.hi && key(int(hi))[j.d] == c {
 				hi++
 			}
-			t.nodes = append(t.nodes, trieNode{})
-			t.label = append(t.label, c)
-			q = append(q, job{int32(len(t.nodes) - 1), lo, hi, j.d + 1})
-			t.nodes[j.node].nChild++
+			nodes = append(nodes, trieNode{})
+			label = append(label, c)
+			q = append(q, job{int32(len(nodes) - 1), lo, hi, j.d + 1})
+			nodes[j.node].nChild++
 			lo = hi
 		}
 	}
-	return t
+	return nodes, label, ids
 }
 
 // Vocab is a tokenizer's vocabulary prepared for masking: the tries of its
@@ -97,34 +105,8 @@ func buildRuneTrie(es []entry) *runeTrie {
 		}
 		return int(x.id - y.id)
 	})
-	t := &runeTrie{nodes: []trieNode{{}}, label: []rune{0}}
-	type job struct{ node, lo, hi, d int32 }
-	q := []job{{0, 0, int32(len(rs)), 0}}
-	for len(q) > 0 {
-		j := q[0]
-		q = q[1:]
-		lo := j.lo
-		t.nodes[j.node].tok = int32(len(t.ids))
-		for lo < j.hi && int32(len(rs[lo].r)) == j.d {
-			t.ids = append(t.ids, rs[lo].id)
-			lo++
-		}
-		t.nodes[j.node].nTok = int32(len(t.ids)) - t.nodes[j.node].tok
-		t.nodes[j.node].child = int32(len(t.nodes))
-		for lo < j.hi {
-			c := rs[lo].r[j.d]
-			hi := lo + 1
-			for hi < j.hi && rs[hi].r[j.d] == c {
-				hi++
-			}
-			t.nodes = append(t.nodes, trieNode{})
-			t.label = append(t.label, c)
-			q = append(q, job{int32(len(t.nodes) - 1), lo, hi, j.d + 1})
-			t.nodes[j.node].nChild++
-			lo = hi
-		}
-	}
-	return t
+	nodes, label, ids := buildTrieOf(len(rs), func(i int) []rune { return rs[i].r }, func(i int) int32 { return rs[i].id })
+	return &runeTrie{nodes: nodes, label: label, ids: ids}
 }
 
 // walkRunes sets in dst the tokens of the subtree of node ni whose

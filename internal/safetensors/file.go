@@ -220,6 +220,9 @@ func (f *File) Closed() bool {
 	return f.closed
 }
 
+// Close unmaps the file and closes it. Tensors read from it before Close
+// must not be used after it (see Closed); later reads (ReadTensorAt...)
+// return an error. A second Close returns nil.
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -289,18 +289,25 @@ func liveInsts(prog *syntax.Prog) []bool {
 			preds[in.Out] = append(preds[in.Out], uint32(pc))
 		}
 	}
-	live := make([]bool, len(prog.Inst))
-	var q []uint32
-	for pc := range prog.Inst {
-		if prog.Inst[pc].Op == syntax.InstMatch {
-			live[pc] = true
-			q = append(q, uint32(pc))
+	return coreach(preds, func(pc int) bool { return prog.Inst[pc].Op == syntax.InstMatch })
+}
+
+// coreach marks the nodes 0 .. len(preds)-1 from which a node with
+// accept true can be reached, walking backwards: preds[t] lists the nodes
+// with an edge into t (a node may be listed more than once).
+func coreach[T int32 | uint32](preds [][]T, accept func(int) bool) []bool {
+	live := make([]bool, len(preds))
+	var q []T
+	for i := range preds {
+		if accept(i) {
+			live[i] = true
+			q = append(q, T(i))
 		}
 	}
 	for len(q) > 0 {
-		pc := q[len(q)-1]
+		t := q[len(q)-1]
 		q = q[:len(q)-1]
-		for _, p := range preds[pc] {
+		for _, p := range preds[t] {
 			if !live[p] {
 				live[p] = true
 				q = append(q, p)

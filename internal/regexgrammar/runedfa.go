@@ -381,24 +381,7 @@ func Intersect(a, b *RuneDFA, maxStates int) (*RuneDFA, error) {
 			edge(t)
 		}
 	}
-	live := make([]bool, n)
-	var q []int32
-	for s := range n {
-		if p.match[s] {
-			live[s] = true
-			q = append(q, int32(s))
-		}
-	}
-	for len(q) > 0 {
-		t := q[len(q)-1]
-		q = q[:len(q)-1]
-		for _, s := range preds[t] {
-			if !live[s] {
-				live[s] = true
-				q = append(q, s)
-			}
-		}
-	}
+	live := coreach(preds, func(s int) bool { return p.match[s] })
 	if !live[0] {
 		return nil, &UnsupportedError{Construct: "intersection", Msg: "no text matches both patterns"}
 	}

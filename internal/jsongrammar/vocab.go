@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/dsv4go/dsv4go/internal/maskwalk"
 	"github.com/dsv4go/dsv4go/internal/regexgrammar"
 )
 
@@ -191,10 +192,7 @@ func (v *Vocab) Words() int { return (v.size + 63) / 64 }
 // walker holds the per-depth states of one trie walk.
 type walker struct {
 	levels []*State
-	left   int  // work left (see MaxMaskWork)
-	depth  int  // tokens longer than depth bytes are not walked (-1: none)
-	over   bool // the work ran out: the walk is incomplete
-	deeper bool // a viable trie node below depth was skipped
+	b      maskwalk.Budget // work left (see MaxMaskWork) and depth limit
 }
 
 var walkers = sync.Pool{New: func() any { return &walker{} }}
@@ -226,33 +224,7 @@ const MaxMaskWork = 1 << 26
 func (v *Vocab) Allowed(s *State, dst []uint64) {
 	w := walkers.Get().(*walker)
 	defer walkers.Put(w)
-	w.left, w.depth = MaxMaskWork, -1
-	v.allowed(w, s, dst)
-	if !w.over {
-		return
-	}
-	tmp := make([]uint64, len(dst))
-	clear(dst)
-	empty := true
-	w.left = MaxMaskWork // shared by the passes below
-	for d := 1; ; d++ {
-		w.depth, w.over, w.deeper = d, false, false
-		if empty { // no token yet: go deeper whatever it costs
-			w.left = max(w.left, int(^uint(0)>>2))
-		}
-		v.allowed(w, s, tmp)
-		if w.over {
-			return
-		}
-		copy(dst, tmp)
-		empty = empty && !slices.ContainsFunc(tmp, func(x uint64) bool { return x != 0 })
-		if !empty {
-			w.left = min(w.left, MaxMaskWork)
-		}
-		if !w.deeper {
-			return // no longer token is viable
-		}
-	}
+	maskwalk.Bounded(&w.b, MaxMaskWork, dst, func(dst []uint64) { v.allowed(w, s, dst) })
 }
 
 // allowed is Allowed under w's budget and depth limit.
@@ -302,8 +274,8 @@ func (w *walker) walk(t *trie, ni int32, depth int, dst []uint64) {
 	threads := max(1, len(parent.ends))
 	cost := 16 + len(parent.frames) + len(parent.all) + threads*threads
 	for c := nd.child; c < nd.child+nd.nChild; c++ {
-		if w.left -= cost; w.left < 0 {
-			w.over = true
+		if w.b.Left -= cost; w.b.Left < 0 {
+			w.b.Over = true
 			return
 		}
 		st.CopyFrom(parent)
@@ -315,12 +287,12 @@ func (w *walker) walk(t *trie, ni int32, depth int, dst []uint64) {
 			dst[id/64] |= 1 << (id % 64)
 		}
 		if ch.nChild > 0 {
-			if depth+1 == w.depth {
-				w.deeper = true
+			if depth+1 == w.b.Depth {
+				w.b.Deeper = true
 				continue
 			}
 			w.walk(t, c, depth+1, dst)
-			if w.over {
+			if w.b.Over {
 				return
 			}
 		}

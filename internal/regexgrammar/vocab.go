@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"sync"
+
+	"github.com/dsv4go/dsv4go/internal/maskwalk"
 )
 
 // Vocab is a tokenizer's vocabulary prepared for masking: a byte trie of
@@ -97,54 +99,19 @@ const MaxMaskWork = 1 << 21
 // so the mask is a subset of the exact one and is empty only when that
 // one is.
 func (v *Vocab) Allowed(s *State, dst []uint64) {
-	clear(dst)
-	b := budget{left: MaxMaskWork, depth: -1}
-	v.walk(s.g, 0, s.n, dst, 0, &b)
-	if !b.over {
-		return
-	}
-	tmp := make([]uint64, len(dst))
-	clear(dst)
-	empty := true
-	b = budget{left: MaxMaskWork} // shared by the passes below
-	for d := 1; ; d++ {
-		clear(tmp)
-		b.depth, b.over, b.deeper = d, false, false
-		if empty { // no token yet: go deeper whatever it costs
-			b.left = max(b.left, int(^uint(0)>>2))
-		}
-		v.walk(s.g, 0, s.n, tmp, 0, &b)
-		if b.over {
-			return
-		}
-		copy(dst, tmp)
-		empty = empty && !slices.ContainsFunc(tmp, func(w uint64) bool { return w != 0 })
-		if !empty {
-			b.left = min(b.left, MaxMaskWork)
-		}
-		if !b.deeper {
-			return // no token longer than d bytes is viable
-		}
-	}
-}
-
-// budget is what is left of a walk's work, and its depth limit (-1: none).
-type budget struct {
-	left   int
-	depth  int
-	over   bool // the work ran out; the walk is incomplete
-	deeper bool // a viable trie node below the depth limit was skipped
+	var b maskwalk.Budget
+	maskwalk.Bounded(&b, MaxMaskWork, dst, func(dst []uint64) { v.walk(s.g, 0, s.n, dst, 0, &b) })
 }
 
 // walk sets the tokens below trie node ni, at depth bytes, reached in DFA
 // state n.
-func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64, depth int, b *budget) {
+func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64, depth int, b *maskwalk.Budget) {
 	nd := v.nodes[ni]
 	for c := nd.child; c < nd.child+nd.nChild; c++ {
 		ch := &v.nodes[c]
 		if n.next[ch.label].Load() == nil {
-			if b.left -= len(n.threads) + 64; b.left < 0 {
-				b.over = true
+			if b.Left -= len(n.threads) + 64; b.Left < 0 {
+				b.Over = true
 				return
 			}
 		}
@@ -156,12 +123,12 @@ func (v *Vocab) walk(g *Grammar, ni int32, n *node, dst []uint64, depth int, b *
 			dst[id/64] |= 1 << (id % 64)
 		}
 		if ch.nChild > 0 {
-			if depth+1 == b.depth {
-				b.deeper = true
+			if depth+1 == b.Depth {
+				b.Deeper = true
 				continue
 			}
 			v.walk(g, c, nx, dst, depth+1, b)
-			if b.over {
+			if b.Over {
 				return
 			}
 		}

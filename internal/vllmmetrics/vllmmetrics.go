@@ -117,18 +117,20 @@ type Requests struct {
 // histograms' buckets (TokenBuckets). Errors: reg's, e.g. a series
 // registered twice.
 func NewRequests(reg prometheus.Registerer, model string, maxModelLen int) (*Requests, error) {
+	return newRequests(reg, model, TokenBuckets(maxModelLen))
+}
+
+// newRequests registers the request-level series of NewRequests, or
+// without the per-choice token series (tok nil) those of NewRelayRequests.
+func newRequests(reg prometheus.Registerer, model string, tok []float64) (*Requests, error) {
 	labels := Labels(model)
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
 	}
-	tok := TokenBuckets(maxModelLen)
 	q := &Requests{
-		ttft:       hist(TimeToFirstToken, "Histogram of time to first token in seconds.", TTFTBuckets),
-		itl:        hist(InterTokenLatency, "Histogram of inter-token latency in seconds.", TokenLatencyBuckets),
-		tpot:       hist(RequestTimePerOutputToken, "Histogram of time_per_output_token_seconds per request.", TokenLatencyBuckets),
-		e2e:        hist(E2ERequestLatency, "Histogram of e2e request latency in seconds.", RequestLatencyBuckets),
-		promptHist: hist(RequestPromptTokensHist, "Number of prefill tokens processed.", tok),
-		genHist:    hist(RequestGenerationTokensHist, "Number of generation tokens processed.", tok),
+		ttft: hist(TimeToFirstToken, "Histogram of time to first token in seconds.", TTFTBuckets),
+		itl:  hist(InterTokenLatency, "Histogram of inter-token latency in seconds.", TokenLatencyBuckets),
+		e2e:  hist(E2ERequestLatency, "Histogram of e2e request latency in seconds.", RequestLatencyBuckets),
 		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: PromptTokens,
 			Help: "Number of prefill tokens processed.", ConstLabels: labels}),
 		genTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: GenerationTokens,
@@ -136,7 +138,14 @@ func NewRequests(reg prometheus.Registerer, model string, maxModelLen int) (*Req
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: RequestSuccess,
 			Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"}),
 	}
-	for _, c := range []prometheus.Collector{q.ttft, q.itl, q.tpot, q.e2e, q.promptHist, q.genHist, q.promptTokens, q.genTokens, q.success} {
+	cs := []prometheus.Collector{q.ttft, q.itl, q.e2e, q.promptTokens, q.genTokens, q.success}
+	if tok != nil {
+		q.tpot = hist(RequestTimePerOutputToken, "Histogram of time_per_output_token_seconds per request.", TokenLatencyBuckets)
+		q.promptHist = hist(RequestPromptTokensHist, "Number of prefill tokens processed.", tok)
+		q.genHist = hist(RequestGenerationTokensHist, "Number of generation tokens processed.", tok)
+		cs = append(cs, q.tpot, q.promptHist, q.genHist)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -157,30 +166,7 @@ func NewRequests(reg prometheus.Registerer, model string, maxModelLen int) (*Req
 // request_time_per_output_token_seconds need each choice's token count,
 // which a relay does not see, and are not registered. Errors: reg's.
 func NewRelayRequests(reg prometheus.Registerer, model string) (*Requests, error) {
-	labels := Labels(model)
-	hist := func(name, help string, buckets []float64) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
-	}
-	q := &Requests{
-		ttft: hist(TimeToFirstToken, "Histogram of time to first token in seconds.", TTFTBuckets),
-		itl:  hist(InterTokenLatency, "Histogram of inter-token latency in seconds.", TokenLatencyBuckets),
-		e2e:  hist(E2ERequestLatency, "Histogram of e2e request latency in seconds.", RequestLatencyBuckets),
-		promptTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: PromptTokens,
-			Help: "Number of prefill tokens processed.", ConstLabels: labels}),
-		genTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: GenerationTokens,
-			Help: "Number of generation tokens processed.", ConstLabels: labels}),
-		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: RequestSuccess,
-			Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"}),
-	}
-	for _, c := range []prometheus.Collector{q.ttft, q.itl, q.e2e, q.promptTokens, q.genTokens, q.success} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range FinishReasons {
-		q.success.WithLabelValues(r)
-	}
-	return q, nil
+	return newRequests(reg, model, nil)
 }
 
 // Start begins recording one request that arrived at arrival. A nil q

@@ -206,7 +206,16 @@ func (r *ChatRequest) Sampling() (SamplingParams, error) {
 // MaxChoices bounds n.
 const MaxChoices = 16
 
-func (r *ChatRequest) validate() error {
+// chatConstraints are a chat request's compiled output constraints.
+type chatConstraints struct {
+	con   *OutputConstraint // response_format or structured_outputs (nil: none)
+	tcon  *OutputConstraint // tool_choice's (nil: none)
+	tname string            // the function a named tool_choice's output is the arguments of
+}
+
+// validate checks r and compiles its constraints into cons, each once
+// (taken from cc where cc has it; nil cc compiles them anew).
+func (r *ChatRequest) validate(cc *constraintCache, cons *chatConstraints) error {
 	if len(r.Messages) == 0 {
 		return paramErr("messages", "must not be empty")
 	}
@@ -250,10 +259,11 @@ func (r *ChatRequest) validate() error {
 		}
 		names[t.Function.Name] = true
 	}
-	if _, err := r.constraint(); err != nil {
+	var err error
+	if cons.con, err = r.constraint(cc); err != nil {
 		return err
 	}
-	if _, _, err := r.toolConstraint(); err != nil {
+	if cons.tcon, cons.tname, err = r.toolConstraint(cc); err != nil {
 		return err
 	}
 	mode, name := r.toolChoice()
@@ -327,7 +337,8 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	if c == nil {
 		return nil, ErrNoChat
 	}
-	if err := req.validate(); err != nil {
+	var cons chatConstraints
+	if err := req.validate(e.cons, &cons); err != nil {
 		return nil, err
 	}
 	p, err := req.Sampling()
@@ -352,10 +363,7 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		run.tools = req.Tools
 		run.parseTools = true
 	}
-	tcon, tname, err := req.toolConstraint()
-	if err != nil {
-		return nil, err
-	}
+	tcon, tname := cons.tcon, cons.tname
 	if tcon != nil && e.constraintVocab() != nil && (!run.thinking || c.thinkEnd >= 0) {
 		// As vLLM: the output is the function's arguments, constrained to
 		// its parameters schema, or (required with several tools) the
@@ -401,10 +409,7 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 		run.echo = []string{echo}
 	}
 	run.prompt = ids
-	con, err := req.constraint()
-	if err != nil {
-		return nil, err
-	}
+	con := cons.con
 	run.conAfter = -1
 	if run.constrainedTools() {
 		con = tcon
@@ -444,15 +449,15 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 // response_format's is; under "required" with several tools, more tools
 // than jsongrammar.MaxLive (128), or an array schema over
 // JSONSchemaConstraint's limits (MaxSchemaBytes...), is a *ParamError on
-// tools.
-func (r *ChatRequest) toolConstraint() (*OutputConstraint, string, error) {
+// tools. Constraints come from cc (nil: compiled anew).
+func (r *ChatRequest) toolConstraint(cc *constraintCache) (*OutputConstraint, string, error) {
 	mode, name := r.toolChoice()
 	switch {
 	case mode == "function":
 	case mode == "required" && len(r.Tools) == 1:
 		name = r.Tools[0].Function.Name
 	case mode == "required" && len(r.Tools) > 1:
-		con, err := r.toolArrayConstraint()
+		con, err := r.toolArrayConstraint(cc)
 		return con, "", err
 	default:
 		return nil, "", nil
@@ -463,9 +468,9 @@ func (r *ChatRequest) toolConstraint() (*OutputConstraint, string, error) {
 		}
 		ps := bytes.TrimSpace(t.Function.Parameters)
 		if len(ps) == 0 || bytes.Equal(ps, []byte("null")) {
-			return JSONObjectConstraint(), name, nil
+			return cc.jsonObject(), name, nil
 		}
-		con, err := compileSchema(ps, fmt.Sprintf("tools[%d].function.parameters", i))
+		con, err := compileSchema(cc, ps, fmt.Sprintf("tools[%d].function.parameters", i))
 		if err != nil {
 			return nil, "", err
 		}
@@ -475,8 +480,8 @@ func (r *ChatRequest) toolConstraint() (*OutputConstraint, string, error) {
 }
 
 // toolArrayConstraint compiles tool_choice "required"'s array schema over
-// r.Tools (see toolConstraint).
-func (r *ChatRequest) toolArrayConstraint() (*OutputConstraint, error) {
+// r.Tools (see toolConstraint), or takes it from cc.
+func (r *ChatRequest) toolArrayConstraint(cc *constraintCache) (*OutputConstraint, error) {
 	if len(r.Tools) > jsongrammar.MaxLive {
 		return nil, paramErr("tools", "tool_choice \"required\" supports at most %d tools, got %d", jsongrammar.MaxLive, len(r.Tools))
 	}
@@ -529,11 +534,11 @@ func (r *ChatRequest) toolArrayConstraint() (*OutputConstraint, error) {
 	if err != nil {
 		return nil, paramErr("tools", "%s", err)
 	}
-	g, err := jsongrammar.Compile(b)
+	con, err := cc.schema(b)
 	if err != nil {
 		return nil, arrayParamError(err, owner)
 	}
-	return &OutputConstraint{g: g}, nil
+	return con, nil
 }
 
 // arrayParamError turns an error compiling tool_choice "required"'s array
@@ -579,9 +584,9 @@ func sameJSON(a, b json.RawMessage) bool {
 }
 
 // constraint returns the output constraint of response_format or
-// structured_outputs (nil: none).
-func (r *ChatRequest) constraint() (*OutputConstraint, error) {
-	return requestConstraint(r.ResponseFormat, &r.RequestSampling)
+// structured_outputs (nil: none), from cc (nil: compiled anew).
+func (r *ChatRequest) constraint(cc *constraintCache) (*OutputConstraint, error) {
+	return requestConstraint(cc, r.ResponseFormat, &r.RequestSampling)
 }
 
 // forcer returns the scheduler hook that forces the tool-call opening after

@@ -145,7 +145,7 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	if req.Suffix != nil && *req.Suffix != "" {
 		return nil, paramErr("suffix", "not supported")
 	}
-	con, err := requestConstraint(req.ResponseFormat, &req.RequestSampling)
+	con, err := requestConstraint(e.cons, req.ResponseFormat, &req.RequestSampling)
 	if err != nil {
 		return nil, err
 	}

@@ -114,6 +114,22 @@ type EngineOptions struct {
 	// Usage.PromptTokensDetails and EngineStats report what it served.
 	PrefixCacheBytes int64
 
+	// ConstraintCacheBytes is the byte budget of the compiled structured
+	// outputs constraints the engine keeps (response_format json_schema
+	// and json_object, structured_outputs json / regex / choice, the
+	// schemas tool_choice named and required enforce), keyed by their kind
+	// and canonical text, as vLLM's xgrammar backend keeps compiled
+	// grammars (VLLM_XGRAMMAR_CACHE_MB): a request that repeats a schema
+	// skips its compilation (up to about 0.4 s for a schema at the
+	// limits) and shares the masks cached for its automaton's states. At
+	// most MaxConstraintCacheEntries are kept; the least recently used go
+	// first; the memory counted (the automata, their cached DFA states and
+	// masks, which grow while requests decode) is checked each time the
+	// cache is used. A failed compilation is not kept. 0 means
+	// DefaultConstraintCacheBytes; negative turns the cache off (every
+	// request compiles its constraint, once).
+	ConstraintCacheBytes int64
+
 	// Tokenizer enables Chat and Complete. NewEngine loads tokenizer.json
 	// from the model's directory when it is nil; NewEngineWithBackend
 	// leaves the engine token-only.
@@ -151,6 +167,9 @@ func (o *EngineOptions) fill() {
 	}
 	if o.PrefixCacheBytes == 0 {
 		o.PrefixCacheBytes = DefaultPrefixCacheBytes
+	}
+	if o.ConstraintCacheBytes == 0 {
+		o.ConstraintCacheBytes = DefaultConstraintCacheBytes
 	}
 }
 
@@ -231,6 +250,9 @@ type Engine struct {
 	// built on first use (constraintVocab).
 	vocabOnce sync.Once
 	vocab     *constraintVocab
+	// cons keeps the compiled constraints of requests
+	// (EngineOptions.ConstraintCacheBytes; nil: off).
+	cons *constraintCache
 }
 
 // NewEngineWithBackend starts an Engine on any Backend. With
@@ -262,6 +284,9 @@ func newEngine(b Backend, opts EngineOptions) *Engine {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &scheduler{b: b, all: allLogitsOf(b), opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	e := &Engine{b: b, s: s, cancel: cancel, seeds: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	if opts.ConstraintCacheBytes > 0 {
+		e.cons = newConstraintCache(opts.ConstraintCacheBytes, MaxConstraintCacheEntries)
+	}
 	if snap != nil && opts.PrefixCacheBytes > 0 {
 		s.snap = snap
 		s.cache = newPrefixCache(opts.PrefixCacheBytes, e.newSeed())

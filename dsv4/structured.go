@@ -42,10 +42,13 @@ import (
 // generation ending (finish_reason "stop") once nothing can follow it.
 //
 // Build one with JSONObjectConstraint, JSONSchemaConstraint,
-// ChoiceConstraint or RegexConstraint. It is
-// immutable apart from its mask cache and safe for concurrent use: the
-// choices of one request share it, and with it the cache of the masks of
-// the states they reach.
+// ChoiceConstraint or RegexConstraint (each call compiles anew; an
+// Engine's requests take theirs from its cache of compiled constraints,
+// EngineOptions.ConstraintCacheBytes). It is immutable apart from its
+// caches (masks by automaton state, and a regex's DFA states) and safe for
+// concurrent use: the choices of one request, and the requests that
+// repeat its schema, share it, and with it the masks of the states they
+// reach.
 type OutputConstraint struct {
 	g  *jsongrammar.Grammar
 	rg *regexgrammar.Grammar // choice and regex (g nil then)
@@ -107,15 +110,17 @@ const (
 // property or branch that could not be closed within 32 levels is not
 // offered.
 func JSONSchemaConstraint(schema []byte) (*OutputConstraint, error) {
-	return compileSchema(schema, "response_format.json_schema.schema")
+	return compileSchema(nil, schema, "response_format.json_schema.schema")
 }
 
-func compileSchema(schema []byte, param string) (*OutputConstraint, error) {
-	g, err := jsongrammar.Compile(schema)
+// compileSchema compiles schema, or takes it from cc; errors are
+// *ParamErrors on param.
+func compileSchema(cc *constraintCache, schema []byte, param string) (*OutputConstraint, error) {
+	con, err := cc.schema(schema)
 	if err != nil {
 		return nil, &ParamError{Param: param, Msg: err.Error()}
 	}
-	return &OutputConstraint{g: g}, nil
+	return con, nil
 }
 
 // Limits on the choice and regex constraints (see ChoiceConstraint and
@@ -135,15 +140,17 @@ const (
 // structured_outputs.choice): no choices, a NUL character, more than
 // MaxChoiceList choices or MaxChoiceBytes in all.
 func ChoiceConstraint(choices []string) (*OutputConstraint, error) {
-	return compileChoice(choices, "structured_outputs.choice")
+	return compileChoice(nil, choices, "structured_outputs.choice")
 }
 
-func compileChoice(choices []string, param string) (*OutputConstraint, error) {
-	g, err := regexgrammar.Choice(choices)
+// compileChoice compiles choices, or takes them from cc; errors are
+// *ParamErrors on param.
+func compileChoice(cc *constraintCache, choices []string, param string) (*OutputConstraint, error) {
+	con, err := cc.choice(choices)
 	if err != nil {
 		return nil, &ParamError{Param: param, Msg: err.Error()}
 	}
-	return &OutputConstraint{rg: g}, nil
+	return con, nil
 }
 
 // RegexConstraint returns the constraint of vLLM's structured_outputs
@@ -158,15 +165,17 @@ func compileChoice(choices []string, param string) (*OutputConstraint, error) {
 // (?m), \b), a NUL character, a pattern of more than MaxRegexBytes or a
 // program of more than 100,000 instructions (internal/regexgrammar).
 func RegexConstraint(pattern string) (*OutputConstraint, error) {
-	return compileRegex(pattern, "structured_outputs.regex")
+	return compileRegex(nil, pattern, "structured_outputs.regex")
 }
 
-func compileRegex(pattern, param string) (*OutputConstraint, error) {
-	g, err := regexgrammar.Compile(pattern)
+// compileRegex compiles pattern, or takes it from cc; errors are
+// *ParamErrors on param.
+func compileRegex(cc *constraintCache, pattern, param string) (*OutputConstraint, error) {
+	con, err := cc.regex(pattern)
 	if err != nil {
 		return nil, &ParamError{Param: param, Msg: err.Error()}
 	}
-	return &OutputConstraint{rg: g}, nil
+	return con, nil
 }
 
 // cursor returns a generation's position at the start of c, masked over v.
@@ -396,7 +405,8 @@ func clampLogprobs(lp *float32, top []TokenLogprob) {
 // *ParamError: vLLM enforces it through xgrammar's structural tags, which
 // this engine does not implement, and accepting it unenforced would hand
 // clients unchecked output. param names the field ("response_format").
-func responseFormatConstraint(raw json.RawMessage, param string) (*OutputConstraint, error) {
+// Constraints come from cc (nil: compiled anew).
+func responseFormatConstraint(cc *constraintCache, raw json.RawMessage, param string) (*OutputConstraint, error) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return nil, nil
@@ -414,16 +424,16 @@ func responseFormatConstraint(raw json.RawMessage, param string) (*OutputConstra
 	case "text":
 		return nil, nil
 	case "json_object":
-		return JSONObjectConstraint(), nil
+		return cc.jsonObject(), nil
 	case "json_schema":
 		if rf.JSONSchema == nil {
 			return nil, paramErr(param+".json_schema", "required when type is json_schema")
 		}
 		s := bytes.TrimSpace(rf.JSONSchema.Schema)
 		if len(s) == 0 || bytes.Equal(s, []byte("null")) {
-			return JSONObjectConstraint(), nil
+			return cc.jsonObject(), nil
 		}
-		return compileSchema(s, param+".json_schema.schema")
+		return compileSchema(cc, s, param+".json_schema.schema")
 	case "structural_tag":
 		return nil, paramErr(param+".type", "structural_tag is not supported (it would not be enforced); use json_schema or json_object")
 	}
@@ -441,8 +451,9 @@ var errNoConstraintVocab = errors.New("structured outputs need the engine's toke
 // *ParamError (param structured_outputs). The legacy fields are read, as
 // vLLM read them before it dropped them, only when structured_outputs is
 // absent, and then as its choice and regex (both set: the same error).
-func requestConstraint(rf json.RawMessage, rs *RequestSampling) (*OutputConstraint, error) {
-	c, err := responseFormatConstraint(rf, "response_format")
+// Constraints come from cc (nil: compiled anew).
+func requestConstraint(cc *constraintCache, rf json.RawMessage, rs *RequestSampling) (*OutputConstraint, error) {
+	c, err := responseFormatConstraint(cc, rf, "response_format")
 	if err != nil {
 		return c, err
 	}
@@ -464,23 +475,23 @@ func requestConstraint(rf json.RawMessage, rs *RequestSampling) (*OutputConstrai
 			}
 			j = []byte(s)
 		}
-		if sc, err = compileSchema(j, "structured_outputs.json"); err != nil {
+		if sc, err = compileSchema(cc, j, "structured_outputs.json"); err != nil {
 			return nil, err
 		}
 	}
 	if so.JSONObject != nil && *so.JSONObject {
 		kinds = append(kinds, "json_object")
-		sc = JSONObjectConstraint()
+		sc = cc.jsonObject()
 	}
 	if so.Regex != nil {
 		kinds = append(kinds, "regex")
-		if sc, err = compileRegex(*so.Regex, prefix+"regex"); err != nil {
+		if sc, err = compileRegex(cc, *so.Regex, prefix+"regex"); err != nil {
 			return nil, err
 		}
 	}
 	if so.Choice != nil {
 		kinds = append(kinds, "choice")
-		if sc, err = compileChoice(so.Choice, prefix+"choice"); err != nil {
+		if sc, err = compileChoice(cc, so.Choice, prefix+"choice"); err != nil {
 			return nil, err
 		}
 	}

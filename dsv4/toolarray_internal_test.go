@@ -81,7 +81,7 @@ func TestToolArraySchema(t *testing.T) {
 	r := &ChatRequest{ToolChoice: &ToolChoice{Mode: "required"}, Tools: []Tool{
 		tool("get_weather", defs), tool("get_time", defs), tool("ping", ""),
 		tool("get", `{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}`)}}
-	con, name, err := r.toolConstraint()
+	con, name, err := r.toolConstraint(nil)
 	if err != nil || name != "" || con == nil {
 		t.Fatalf("got %v %q %v", con, name, err)
 	}
@@ -116,7 +116,7 @@ func TestToolArraySchema(t *testing.T) {
 			}
 		}
 		r := &ChatRequest{ToolChoice: &ToolChoice{Mode: "required"}, Tools: c.tools}
-		_, _, err := r.toolConstraint()
+		_, _, err := r.toolConstraint(nil)
 		pe, ok := err.(*ParamError)
 		if !ok || pe.Param != c.param {
 			t.Errorf("got %v, want a ParamError on %s", err, c.param)
@@ -138,7 +138,7 @@ func TestToolArrayCost(t *testing.T) {
 	}
 	r := &ChatRequest{ToolChoice: &ToolChoice{Mode: "required"}, Tools: tools}
 	start := time.Now()
-	_, _, err := r.toolConstraint()
+	_, _, err := r.toolConstraint(nil)
 	if pe, ok := err.(*ParamError); !ok || !strings.HasPrefix(pe.Param, "tools[") || !strings.Contains(pe.Msg, "steps") {
 		t.Errorf("got %v, want a ParamError on a tool's parameters over the pattern budget", err)
 	}

@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Limits on schemas and on the automaton.
@@ -149,6 +150,7 @@ type node struct {
 type Grammar struct {
 	nodes []node
 	root  int32
+	size  int // Bytes
 }
 
 // Built-in nodes of every grammar.
@@ -822,7 +824,38 @@ func (g *Grammar) finish() error {
 		}
 	}
 	g.needs()
+	g.size = g.bytes()
 	return nil
+}
+
+// Bytes is an estimate of the memory g holds, in bytes: its nodes with
+// their properties, literals and anyOf tables, and its patterns' automata
+// (each counted once, the formats' shared ones included). A Grammar does
+// not grow after Compile.
+func (g *Grammar) Bytes() int { return g.size }
+
+// bytes computes Bytes.
+func (g *Grammar) bytes() int {
+	n := int(unsafe.Sizeof(Grammar{})) + cap(g.nodes)*int(unsafe.Sizeof(node{}))
+	seen := map[*pattern]bool{}
+	for i := range g.nodes {
+		nd := &g.nodes[i]
+		n += cap(nd.props)*int(unsafe.Sizeof(prop{})) + 4*(cap(nd.nextReq)+cap(nd.alts)+cap(nd.firstLeaf)) + len(nd.ref)
+		for _, p := range nd.props {
+			n += cap(p.name)
+		}
+		for _, l := range nd.lits {
+			n += 24 + cap(l)
+		}
+		if nd.firstAt != nil {
+			n += int(unsafe.Sizeof(*nd.firstAt))
+		}
+		if p := nd.re; p != nil && !seen[p] {
+			seen[p] = true
+			n += p.d.Bytes() + 4*cap(p.room)
+		}
+	}
+	return n
 }
 
 // needs computes every node's need: the least fixpoint of object = 1 +

@@ -307,6 +307,7 @@ type Masker struct {
 	v     *Vocab
 	mu    sync.Mutex
 	cache map[string][]uint64
+	bytes int // the cache's entries: bitsets, keys and map overhead
 }
 
 // MaxCachedMasks bounds a Masker's cache (each entry is Vocab.Words()
@@ -334,10 +335,23 @@ func (m *Masker) Allowed(s *State, key []byte) ([]uint64, []byte) {
 	m.mu.Lock()
 	if len(m.cache) >= MaxCachedMasks {
 		clear(m.cache)
+		m.bytes = 0
+	}
+	if _, ok := m.cache[string(key)]; !ok {
+		m.bytes += 64 + len(key) + 8*len(bits)
 	}
 	m.cache[string(key)] = bits
 	m.mu.Unlock()
 	return bits, key
+}
+
+// Bytes is an estimate of the memory m's cache holds now, in bytes (the
+// Vocab excluded): at most MaxCachedMasks bitsets of Vocab.Words() words
+// with their keys.
+func (m *Masker) Bytes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return 64 + m.bytes
 }
 
 // FeedBytes feeds every byte of b to s and reports whether s accepted them

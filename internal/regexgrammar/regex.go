@@ -44,6 +44,7 @@ import (
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Limits on what Compile and Choice accept, and on the DFA cache.
@@ -144,6 +145,7 @@ type Grammar struct {
 	ranges [][]rune // per instruction: the sorted [lo, hi] pairs its rune matches (nil: not a rune instruction)
 	start  *node
 	dead   *node
+	static int // Bytes of the program and its tables
 
 	mu     sync.Mutex
 	nodes  map[string]*node
@@ -260,6 +262,10 @@ func build(re *syntax.Regexp) (*Grammar, error) {
 		}
 	}
 	g.dead = &node{}
+	g.static = 96 + 4*len(prog.Inst) // marks
+	for pc := range prog.Inst {
+		g.static += int(unsafe.Sizeof(prog.Inst[pc])) + 4*cap(prog.Inst[pc].Rune) + 24 + 4*cap(g.ranges[pc])
+	}
 	g.mu.Lock()
 	var ts []thread
 	match := g.closure(uint32(prog.Start), &ts)
@@ -636,6 +642,27 @@ func (g *Grammar) intern(ts []thread, match bool) *node {
 		g.cached += len(ts)
 	}
 	return n
+}
+
+// Bytes is an estimate of the memory g holds now, in bytes: its program
+// and the DFA states cached so far (about 2 KiB of transitions each, plus
+// 16 bytes per thread), which grow as outputs are matched, up to
+// MaxCachedStates states and MaxCachedThreads threads.
+func (g *Grammar) Bytes() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.static + len(g.nodes)*(int(unsafe.Sizeof(node{}))+64) + 16*g.cached
+}
+
+// Saturated reports whether g's DFA cache is full (MaxCachedStates
+// states, or 7/8 of MaxCachedThreads threads): the states reached from now on
+// are computed again at each use, and masks over them are not cached.
+// A Grammar shared by many outputs (a cache of compiled patterns) is
+// better compiled anew then.
+func (g *Grammar) Saturated() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.nodes) >= MaxCachedStates || g.cached >= MaxCachedThreads-MaxCachedThreads/8
 }
 
 // step returns the node after byte c from n (g.dead when c is refused).

@@ -168,6 +168,16 @@ func (g *Grammar) RuneDFA(maxStates int) (*RuneDFA, error) {
 // their sum.
 func (d *RuneDFA) Work() int { return d.work }
 
+// Bytes is an estimate of the memory d holds, in bytes: its transition
+// tables (128 ASCII entries per state, and the intervals beyond ASCII).
+func (d *RuneDFA) Bytes() int {
+	n := 96 + len(d.match) + 4*cap(d.ascii) + 48*len(d.lo)
+	for s := range d.lo {
+		n += 4 * (cap(d.lo[s]) + cap(d.to[s]))
+	}
+	return n
+}
+
 // States is the number of states.
 func (d *RuneDFA) States() int { return len(d.match) }
 

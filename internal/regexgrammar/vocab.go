@@ -175,3 +175,11 @@ func (m *Masker) Allowed(s *State) []uint64 {
 	m.mu.Unlock()
 	return bits
 }
+
+// Bytes is an estimate of the memory m's cache holds now, in bytes (the
+// Vocab excluded): at most MaxCachedMasks bitsets of Vocab.Words() words.
+func (m *Masker) Bytes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return 64 + len(m.cache)*(48+8*m.v.Words())
+}

@@ -309,16 +309,13 @@ type chatRun struct {
 	completion bool      // /v1/completions: no role, no parsing
 	echo       []string  // completion echo: prompt text per prompt; chat echo: the last message's text
 	conAfter   int32     // with p.Constraint: the token that activates it (</think>), -1: from the start
-	// named is the function whose arguments the output is (tool_choice
-	// named, or required with one tool, enforced by toolConstraint): the
-	// content is turned into one tool call's arguments. "": none.
+	// named is the function whose arguments the output is (a named
+	// tool_choice, enforced by toolConstraint): the content is turned into
+	// one tool call's arguments, finish_reason "stop" as in vLLM. "": none.
 	named string
-	// namedFinish: finish_reason "tool_calls" for a named output ended by
-	// a stop (vLLM: tool_choice required); "stop" stays for a named one.
-	namedFinish bool
 	// toolArray: the output is tool_choice "required"'s JSON array of
-	// {"name", "parameters"} objects (several tools, enforced by
-	// toolConstraint); each element is turned into one tool call.
+	// {"name", "parameters"} objects (enforced by toolConstraint); each
+	// element is turned into one tool call.
 	toolArray bool
 }
 
@@ -366,12 +363,12 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 	tcon, tname := cons.tcon, cons.tname
 	if tcon != nil && e.constraintVocab() != nil && (!run.thinking || c.thinkEnd >= 0) {
 		// As vLLM: the output is the function's arguments, constrained to
-		// its parameters schema, or (required with several tools) the
-		// array of calls; no DSML is forced or parsed.
+		// its parameters schema, or (required) the array of calls; no
+		// DSML is forced or parsed.
 		if tname == "" {
 			run.toolArray = true
 		}
-		run.named, run.namedFinish = tname, mode == "required"
+		run.named = tname
 		run.parseTools = false
 	}
 	text, err := c.render(req, run.thinking, run.tools)
@@ -434,29 +431,27 @@ func (e *Engine) prepareChat(req *ChatRequest) (*chatRun, error) {
 // toolConstraint returns the output constraint that tool_choice imposes
 // and the function it names, as vLLM's get_json_schema_from_tools
 // (tool_parsers/utils.py) builds it: for a named function, the function's
-// parameters schema; for "required" with exactly one tool, that tool's
-// (one call, as for a named function); for "required" with several tools,
-// vLLM's array: {"type": "array", "minItems": 1, "items": {"anyOf": [...]}}
-// with one alternative per tool, {"properties": {"name": {"type":
-// "string", "enum": [NAME]}, "parameters": PARAMETERS}, "required":
-// ["name", "parameters"]}, and the tools' $defs gathered at the top
-// (the same name with different schemas is a *ParamError, as vLLM refuses
-// it); the name returned is "" then. A function without parameters gets
-// any JSON object (vLLM leaves a named one unconstrained and gives
-// {"type": "object", "properties": {}} in the array; arguments must be an
-// object). A schema outside JSONSchemaConstraint's subset is a
+// parameters schema; for "required" (one tool or several: vLLM builds the
+// array whatever the number of tools, so that one tool may be called
+// several times), vLLM's array: {"type": "array", "minItems": 1, "items":
+// {"anyOf": [...]}} with one alternative per tool, {"properties": {"name":
+// {"type": "string", "enum": [NAME]}, "parameters": PARAMETERS},
+// "required": ["name", "parameters"]}, and the tools' $defs gathered at
+// the top (the same name with different schemas is a *ParamError, as vLLM
+// refuses it); the name returned is "" then. A function without
+// parameters gets any JSON object (vLLM leaves a named one unconstrained
+// and gives {"type": "object", "properties": {}} in the array; arguments
+// must be an object). A schema outside JSONSchemaConstraint's subset is a
 // *ParamError naming tools[i].function.parameters and the keyword, as
-// response_format's is; under "required" with several tools, more tools
-// than jsongrammar.MaxLive (128), or an array schema over
+// response_format's is; under "required", more tools than
+// jsongrammar.MaxLive (128), or an array schema over
 // JSONSchemaConstraint's limits (MaxSchemaBytes...), is a *ParamError on
 // tools. Constraints come from cc (nil: compiled anew).
 func (r *ChatRequest) toolConstraint(cc *constraintCache) (*OutputConstraint, string, error) {
 	mode, name := r.toolChoice()
 	switch {
 	case mode == "function":
-	case mode == "required" && len(r.Tools) == 1:
-		name = r.Tools[0].Function.Name
-	case mode == "required" && len(r.Tools) > 1:
+	case mode == "required" && len(r.Tools) > 0:
 		con, err := r.toolArrayConstraint(cc)
 		return con, "", err
 	default:
@@ -1036,9 +1031,9 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	if finish == "" { // the iterator ended without a finish: cancelled
 		return cnt
 	}
-	if finish == "stop" && sawCalls && (run.named == "" || run.namedFinish) {
-		// vLLM: "tool_calls" for auto and required (one tool or the
-		// array of several), "stop" for a named tool_choice.
+	if finish == "stop" && sawCalls && run.named == "" {
+		// vLLM: "tool_calls" for auto and required (its array of calls),
+		// "stop" for a named tool_choice.
 		finish = "tool_calls"
 	}
 	cnt.finished = send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})

@@ -32,15 +32,15 @@ type ChatRequest struct {
 
 	Tools []Tool `json:"tools,omitempty"`
 	// ToolChoice: nil means "auto" when Tools are given, else "none". A
-	// named function (or "required" with exactly one tool) is served as
-	// vLLM serves it: the output is constrained to the function's
-	// parameters schema (any JSON object without parameters; after
-	// </think> in thinking mode) and returned as one call of it, with
-	// finish_reason "stop" when named ("tool_calls" for required). A
-	// schema outside JSONSchemaConstraint's subset is a *ParamError naming
-	// tools[i].function.parameters. "required" with several tools is
-	// constrained to vLLM's JSON array of {"name", "parameters"} objects
-	// (an anyOf over the tools; at most 128 tools) and every element is
+	// named function is served as vLLM serves it: the output is
+	// constrained to the function's parameters schema (any JSON object
+	// without parameters; after </think> in thinking mode) and returned as
+	// one call of it, with finish_reason "stop". A schema outside
+	// JSONSchemaConstraint's subset is a *ParamError naming
+	// tools[i].function.parameters. "required" (one tool or several, as
+	// vLLM) is constrained to vLLM's JSON array of {"name", "parameters"}
+	// objects (minItems 1, an anyOf over the tools; at most 128 tools), so
+	// that one tool may be called several times, and every element is
 	// returned as a call, in array order, finish_reason "tool_calls".
 	// Where no constraint can apply (an engine without a
 	// tokenizer.Tokenizer, a thinking renderer without </think>) the

@@ -127,6 +127,47 @@ func TestToolArraySchema(t *testing.T) {
 	}
 }
 
+// TestToolArrayOneTool: tool_choice "required" with exactly one tool is
+// vLLM's array too (get_json_schema_from_tools builds it whatever the
+// number of tools), so the one tool may be called several times; at least
+// one call, and only that tool's.
+func TestToolArrayOneTool(t *testing.T) {
+	r := &ChatRequest{ToolChoice: &ToolChoice{Mode: "required"}, Tools: []Tool{{Type: "function", Function: FunctionDecl{Name: "get_weather",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}}}}
+	con, name, err := r.toolConstraint(nil)
+	if err != nil || name != "" || con == nil {
+		t.Fatalf("got %v %q %v, want the array constraint", con, name, err)
+	}
+	for text, ok := range map[string]bool{
+		`[{"name":"get_weather","parameters":{"city":"Oslo"}}]`:                                                     true,
+		`[{"name":"get_weather","parameters":{"city":"Oslo"}},{"name":"get_weather","parameters":{"city":"Rome"}}]`: true,
+		`[{"name":"get_weather","parameters":{}}]`:                                                                  false,
+		`[{"name":"get_time","parameters":{"city":"Oslo"}}]`:                                                        false,
+		`{"city":"Oslo"}`: false,
+		`[]`:              false,
+	} {
+		st := con.g.Start()
+		if got := st.FeedBytes([]byte(text)) && st.Accepting(); got != ok {
+			t.Errorf("%s: accepted %v, want %v", text, got, ok)
+		}
+	}
+	// Two calls of the one tool come back as two calls.
+	p := &arrayParser{p: plainParser{}}
+	ds := p.Feed(`[{"name":"get_weather","parameters":{"city":"Oslo"}},{"name":"get_weather","parameters":{"city":"Rome"}}]`)
+	ds = append(ds, p.Finish()...)
+	var calls []string
+	for _, d := range ds {
+		for _, tc := range d.ToolCalls {
+			if tc.Function.Name != "" {
+				calls = append(calls, tc.Function.Name)
+			}
+		}
+	}
+	if !reflect.DeepEqual(calls, []string{"get_weather", "get_weather"}) {
+		t.Fatalf("calls %v", calls)
+	}
+}
+
 // TestToolArrayCost: each tool's parameters are compiled once, together,
 // under one schema's pattern budget (compiled alone first, 128 tools with
 // a 0.2 s pattern each took 12.9 s per compile before being refused).

@@ -9,14 +9,14 @@ import (
 
 // TestToolChoiceThinkingCutByMaxTokens: in thinking mode the tool_choice
 // constraint starts after </think>; when max_tokens ends the output inside
-// the reasoning, a named tool_choice (or required with one tool, handled as
-// named) gives what vLLM's chat_completion_full_generator gives: the
-// reasoning parser returns no content, and the message is one call of the
-// named function with arguments "" (vLLM: arguments=content or ""), the
-// reasoning in reasoning_content, finish_reason "length". Required with
-// several tools gives no call (vLLM's non-streaming path asserts content is
-// not None and fails the request; its streaming path emits no call).
-// Streaming gives the same message.
+// the reasoning, a named tool_choice gives what vLLM's
+// chat_completion_full_generator gives: the reasoning parser returns no
+// content, and the message is one call of the named function with
+// arguments "" (vLLM: arguments=content or ""), the reasoning in
+// reasoning_content, finish_reason "length". Required (one tool or
+// several: vLLM's array either way) gives no call (vLLM's non-streaming
+// path asserts content is not None and fails the request; its streaming
+// path emits no call). Streaming gives the same message.
 func TestToolChoiceThinkingCutByMaxTokens(t *testing.T) {
 	e := tinyEngine(t)
 	for _, c := range []struct {
@@ -26,7 +26,7 @@ func TestToolChoiceThinkingCutByMaxTokens(t *testing.T) {
 		calls int
 	}{
 		{"named", &dsv4.ToolChoice{Mode: "function", Function: "get_weather"}, false, 1},
-		{"required one tool", &dsv4.ToolChoice{Mode: "required"}, true, 1},
+		{"required one tool", &dsv4.ToolChoice{Mode: "required"}, true, 0},
 		{"required two tools", &dsv4.ToolChoice{Mode: "required"}, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -127,11 +127,10 @@ func withoutIDs(resp *dsv4.ChatResponse) string {
 	return string(b)
 }
 
-// TestNamedToolChoice runs tool_choice naming a function (and "required"
-// with one tool) on the embedded model, as vLLM serves them: the output is
-// constrained to the function's parameters schema and returned as exactly
-// one call of it (finish_reason "stop" for named, "tool_calls" for
-// required), greedy and sampled (several seeds), n = 2, thinking mode,
+// TestNamedToolChoice runs tool_choice naming a function on the embedded
+// model, as vLLM serves it: the output is constrained to the function's
+// parameters schema and returned as exactly one call of it (finish_reason
+// "stop"), greedy and sampled (several seeds), n = 2, thinking mode,
 // response_format ignored; streamed equals non-streamed, and the stream
 // carries the call's id and name in its first fragment only.
 func TestNamedToolChoice(t *testing.T) {
@@ -178,8 +177,6 @@ func TestNamedToolChoice(t *testing.T) {
 			}},
 		tcase{name: "parallel_tool_calls false", user: "Weather in Tokyo and Paris?", params: weatherParams, tc: named, finish: "stop",
 			edit: func(r *dsv4.ChatRequest) { f := false; r.ParallelToolCalls = &f }},
-		tcase{name: "required one tool", user: "What is the weather in Paris?", params: weatherParams, tc: &dsv4.ToolChoice{Mode: "required"}, finish: "tool_calls",
-			edit: func(r *dsv4.ChatRequest) { r.Tools = r.Tools[:1] }},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -281,11 +278,11 @@ func deref(s *string) string {
 	return *s
 }
 
-// TestRequiredToolChoiceArray runs tool_choice "required" with several
-// tools on the embedded model, as vLLM serves it: the output is
-// constrained to a JSON array of {"name", "parameters"} objects, one
-// alternative per tool, and every element is returned as a tool call in
-// array order (ids, type, the tool's name, its parameters' text as
+// TestRequiredToolChoiceArray runs tool_choice "required" on the embedded
+// model, as vLLM serves it whatever the number of tools (one included):
+// the output is constrained to a JSON array of {"name", "parameters"}
+// objects, one alternative per tool, and every element is returned as a
+// tool call in array order (ids, type, the tool's name, its parameters' text as
 // arguments), content null, finish_reason "tool_calls" on a stop ("length"
 // on a cut); greedy and sampled (n = 2), thinking mode,
 // parallel_tool_calls false (the first call only); streamed equals not
@@ -306,6 +303,12 @@ func TestRequiredToolChoiceArray(t *testing.T) {
 	}
 	cases := []tcase{
 		{"greedy", "What is the weather in Paris?", func(r *dsv4.ChatRequest) { mt := 160; r.MaxTokens = &mt }},
+		{"greedy one tool", "What is the weather in Paris?", func(r *dsv4.ChatRequest) { r.Tools = r.Tools[:1] }},
+		{"sampled one tool n=2", "Weather in Tokyo and Paris?", func(r *dsv4.ChatRequest) {
+			r.Tools = r.Tools[:1]
+			s, temp, n := int64(2), 1.0, 2
+			r.Seed, r.Temperature, r.N = &s, &temp, &n
+		}},
 		{"greedy three tools", tinyArithQ, three},
 		{"stop string", "What is the weather in Paris?", func(r *dsv4.ChatRequest) { r.Stop = []string{`"parameters"`} }},
 		{"thinking", "Compare the weather in Paris and Tokyo.", func(r *dsv4.ChatRequest) {

@@ -135,18 +135,23 @@ def mock_checks(c, model):
     r = c.chat.completions.create(model=model, messages=msgs2, tools=[WEATHER_TOOL], temperature=0)
     check("tool results answer", (r.choices[0].message.content or "").startswith("The weather is sunny, 24 C"), r.choices[0].message)
 
-    # tool_choice required (one tool) / named: as vLLM, the output is
-    # get_weather's arguments, constrained to its parameters schema (the
-    # mock's text does not follow it: what the mask leaves), one call of it,
-    # finish_reason "tool_calls" for required and "stop" for named
-    # ("length" on a max_tokens cut)
+    # tool_choice named: as vLLM, the output is get_weather's arguments,
+    # constrained to its parameters schema (the mock's text does not follow
+    # it: what the mask leaves), one call of it, finish_reason "stop"
+    # ("length" on a max_tokens cut). tool_choice required with one tool:
+    # vLLM's array of {"name", "parameters"} (built whatever the number of
+    # tools), so one call of get_weather or more, finish_reason "tool_calls"
+    # ("length" on a cut, where the last call's arguments may be partial)
     for choice, finish in [("required", "tool_calls"), ({"type": "function", "function": {"name": "get_weather"}}, "stop")]:
         r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "weather in Oslo"}],
                                       tools=[WEATHER_TOOL], tool_choice=choice, temperature=0, max_tokens=64)
         m = r.choices[0].message
         tcs = m.tool_calls or []
+        one = len(tcs) == 1 if choice != "required" else len(tcs) >= 1
         check(f"tool_choice {json.dumps(choice)}",
-              len(tcs) == 1 and tcs[0].function.name == "get_weather" and tcs[0].function.arguments.startswith("{")
+              one and all(tc.function.name == "get_weather" for tc in tcs)
+              and all(tc.function.arguments.startswith("{") or (i == len(tcs) - 1 and r.choices[0].finish_reason == "length")
+                      for i, tc in enumerate(tcs))
               and not m.content and r.choices[0].finish_reason in (finish, "length"), r.choices[0])
     r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "weather in Oslo"}],
                                   tools=[WEATHER_TOOL], tool_choice="none", temperature=0)

@@ -88,8 +88,12 @@ const (
 // pattern or format beside minLength / maxLength, are a *ParamError;
 // pattern beside format must hold too, where xgrammar drops the pattern);
 // minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum on integers (digits that cannot end
-// inside the range are masked); enum and const (written
+// exclusiveMinimum, exclusiveMaximum on integers and numbers (digits that
+// cannot end inside the range are masked; a number with any of them is
+// written, as xgrammar's range expression writes it, without an exponent
+// and with at most 6 fraction digits, the bounds exact on that grid; a
+// range holding no such number, or beyond 64-bit integer parts, is a
+// *ParamError); enum and const (written
 // as their compact JSON); anyOf and oneOf over any alternatives of the
 // subset (objects with different or overlapping properties, strings with
 // different enums...: every alternative the output so far allows is
@@ -101,7 +105,7 @@ const (
 // Annotations (title, description, default, examples...) are ignored.
 // Numbers have at most 19 integer, 20 fraction and 4 exponent digits,
 // and output objects and arrays nest at most 32 deep. Any other keyword
-// (allOf, prefixItems, minimum on a number...) is a *ParamError
+// (allOf, prefixItems, multipleOf...) is a *ParamError
 // (param response_format.json_schema.schema) naming it, as vLLM answers a
 // schema its backend does not support with a 400; so is a schema of more
 // than MaxSchemaBytes or nested deeper than MaxSchemaDepth, and one none

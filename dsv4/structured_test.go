@@ -16,13 +16,17 @@ import (
 
 // structuredSchemas are the schemas of the end-to-end tests: json_object
 // (schema ""), and json_schema objects with nested arrays, enums, anyOf,
-// bounds and $ref.
+// bounds (integer and number ranges) and $ref.
 var structuredSchemas = []struct{ name, schema string }{
 	{"json_object", ""},
 	{"person", `{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":120},"tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3}},"required":["name","age","tags"],"additionalProperties":false}`},
-	{"optional", `{"type":"object","properties":{"ok":{"type":"boolean"},"score":{"type":"number"},"note":{"anyOf":[{"type":"string","maxLength":8},{"type":"null"}]}},"required":["ok"]}`},
+	{"optional", `{"type":"object","properties":{"ok":{"type":"boolean"},"score":{"type":"number","minimum":0,"exclusiveMaximum":1},"note":{"anyOf":[{"type":"string","maxLength":8},{"type":"null"}]}},"required":["ok"]}`},
+	{"range", `{"type":"object","properties":{"score":{"type":"number","minimum":-1.5,"maximum":2.25},"n":{"type":"number","exclusiveMinimum":0}},"required":["score","n"]}`},
 	{"ref", `{"$defs":{"pt":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}},"required":["x","y"]}},"type":"object","properties":{"points":{"type":"array","items":{"$ref":"#/$defs/pt"},"minItems":1,"maxItems":2}},"required":["points"]}`},
 }
+
+// numberExp finds a number written with an exponent.
+var numberExp = regexp.MustCompile(`\d[eE]`)
 
 func responseFormat(schema string) json.RawMessage {
 	if schema == "" {
@@ -55,6 +59,18 @@ func checkStructured(t *testing.T, schema, content, finish string) {
 		var v map[string]any
 		if err := json.Unmarshal([]byte(content), &v); err != nil {
 			t.Fatalf("content %q: %v", content, err)
+		}
+		if score, ok := v["score"].(float64); ok && strings.Contains(schema, `"exclusiveMaximum":1}`) && (score < 0 || score >= 1 || numberExp.MatchString(content)) {
+			t.Fatalf("content %q: score out of [0, 1) or with an exponent", content)
+		}
+		if strings.Contains(schema, `"minimum":-1.5`) {
+			// Number ranges: written without exponent, at most 6 fraction
+			// digits (xgrammar's range expression), within the bounds.
+			score, _ := v["score"].(float64)
+			n, _ := v["n"].(float64)
+			if score < -1.5 || score > 2.25 || n <= 0 || numberExp.MatchString(content) || regexp.MustCompile(`\.\d{7}`).MatchString(content) {
+				t.Fatalf("content %q: out of the number ranges", content)
+			}
 		}
 		if strings.Contains(schema, `"required":["name","age","tags"]`) {
 			for _, k := range []string{"name", "age", "tags"} {
@@ -177,7 +193,7 @@ func TestStructuredErrors(t *testing.T) {
 		{"pattern", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"a(?!b)"}}}`, "", "response_format.json_schema.schema", `"pattern": invalid regular expression`},
 		{"format unknown", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"d":{"type":"string","format":"iri"}}}}}`, "", "response_format.json_schema.schema", `/properties/d: "format": "iri" is not supported`},
 		{"format length", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"d":{"type":"string","format":"date","maxLength":10}}}}}`, "", "response_format.json_schema.schema", `/properties/d: "maxLength": not supported together with pattern or format`},
-		{"number minimum", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"number","minimum":1}}}`, "", "response_format.json_schema.schema", `"minimum": supported for integers only`},
+		{"number range empty", `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"number","exclusiveMinimum":1,"exclusiveMaximum":1.0000001}}}`, "", "response_format.json_schema.schema", `"minimum": no number of at most 6 fraction digits`},
 		{"allOf", `{"type":"json_schema","json_schema":{"name":"x","schema":{"allOf":[{"type":"object"}]}}}`, "", "response_format.json_schema.schema", `"allOf"`},
 		{"depth", `{"type":"json_schema","json_schema":{"name":"x","schema":` + deep + `}}`, "", "response_format.json_schema.schema", "nested deeper than 32"},
 		{"size", `{"type":"json_schema","json_schema":{"name":"x","schema":{"description":"` + strings.Repeat("x", 70000) + `"}}}`, "", "response_format.json_schema.schema", "more than 65536"},

@@ -127,6 +127,22 @@ func TestSchemas(t *testing.T) {
 		{`{"type":"integer","maximum":3.5}`, []string{`-100`, `3`, `0`, `-0`}, []string{`4`, `10`}},
 		{`{"type":"integer","exclusiveMaximum":9223372036854775807}`, []string{`9223372036854775806`}, []string{`99999999999999999999`}},
 		{`{"type":["integer","null"],"minimum":1}`, []string{`1`, `null`}, []string{`0`}},
+		// number ranges, as xgrammar's range expression: no exponent, at
+		// most 6 fraction digits, bounds exact on that grid
+		{`{"type":"number","minimum":0.5,"maximum":2}`,
+			[]string{`0.5`, `0.50`, `1`, `1.999999`, `2`, `2.000000`, `0.500001`},
+			[]string{`0.499999`, `2.000001`, `0.4`, `3`, `-1`, `1e0`, `1.5E0`, `1.0000001`, `-0`, `0`, `20`}},
+		{`{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1}`,
+			[]string{`0.000001`, `0.5`, `0.999999`},
+			[]string{`0`, `0.0`, `-0.5`, `1`, `1.0`, `0.0000001`, `-0`}},
+		{`{"type":"number","minimum":-1.25}`,
+			[]string{`-1.25`, `-1.2`, `-0`, `0`, `-0.000`, `12345678901234567`, `3.141592`},
+			[]string{`-1.250001`, `-1.3`, `-2`, `-12`, `3.1415926`, `1e3`}},
+		{`{"type":"number","maximum":-0.001}`, []string{`-0.001`, `-5`, `-1000.5`}, []string{`-0.0009`, `-0`, `0`, `1`}},
+		{`{"type":"number","exclusiveMaximum":1e-7}`, []string{`0`, `-0`, `-3.5`}, []string{`0.000001`, `1`}},
+		{`{"type":"number","maximum":1e400,"minimum":-1e400}`, []string{`-9223372036854775807.999999`, `9223372036854775807.999999`, `0`}, []string{`9223372036854775808`, `1e400`}},
+		{`{"type":["number","integer"],"minimum":2,"maximum":3}`, []string{`2`, `2.5`, `3`}, []string{`1`, `3.5`, `4`}},
+		{`{"anyOf":[{"type":"number","maximum":1},{"type":"integer","minimum":10}]}`, []string{`0.5`, `1`, `10`, `11`}, []string{`1.5`, `10.5`, `5`}},
 		{`{"type":"object","properties":{"q\"k":{"type":"string"}},"required":["q\"k"]}`,
 			[]string{`{"q\"k":""}`}, []string{`{"qk":""}`}},
 	}
@@ -264,7 +280,12 @@ func TestCompileErrors(t *testing.T) {
 		{`{"enum":[]}`, "enum", "non-empty"},
 		{`{"type":"string","minLength":3,"maxLength":2}`, "maxLength", "less than"},
 		{`{"type":"integer","minimum":3,"maximum":2.5}`, "minimum", "no integer"},
-		{`{"type":"number","minimum":0}`, "minimum", "integers only"},
+		{`{"type":"number","minimum":1,"maximum":0.5}`, "minimum", "no number of at most 6 fraction digits"},
+		{`{"type":"number","exclusiveMinimum":1,"exclusiveMaximum":1.0000001}`, "minimum", "no number of at most 6 fraction digits"},
+		{`{"type":"number","minimum":1e30}`, "minimum", "64-bit integer part"},
+		{`{"type":"number","exclusiveMinimum":1e400}`, "exclusiveMinimum", "64-bit integer part"},
+		{`{"type":"number","maximum":-1e30}`, "maximum", "64-bit integer part"},
+		{`{"type":"number","maximum":"1"}`, "maximum", "must be a number"},
 		{`{"type":"integer","minimum":"0"}`, "minimum", "must be a number"},
 		{`false`, "", "accepts nothing"},
 		{`[1]`, "", "must be an object"},
@@ -296,6 +317,7 @@ func FuzzGrammar(f *testing.F) {
 	f.Add(`{"anyOf":[{"type":"integer"},{"type":"array","items":{"$ref":"#"}}]}`, `[[1],[]]`)
 	f.Add(`{"anyOf":[{"properties":{"a":{"type":"integer"}}},{"properties":{"a":{"type":"string"}}},{"enum":[{"a":1}]}]}`, `{"a":1}`)
 	f.Add(``, `{"a":[1e5,-0.5,"\u00e9"]}`)
+	f.Add(`{"type":"number","minimum":-2.5,"exclusiveMaximum":1e1}`, `-2.499999`)
 	f.Add(`{"type":"string","pattern":"[a-z\"]{1,3}\\d"}`, `"a\"\u00622"`)
 	f.Add(`{"type":"object","properties":{"d":{"format":"date-time"},"e":{"type":"string","format":"email"}}}`, `{"d":"2024-01-01T00:00:00Z","e":"a@b.cd"}`)
 	f.Add(`{"type":"string","pattern":"[\\x{10000}-\\x{10FFFF}]"}`, `"\ud83d\ude00"`)

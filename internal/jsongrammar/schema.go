@@ -19,7 +19,9 @@
 //     the order the schema gives them;
 //   - numbers have at most MaxIntDigits integer digits, MaxFracDigits
 //     fraction digits and MaxExpDigits exponent digits (a bound xgrammar
-//     does not have; it keeps generation from looping on digits);
+//     does not have; it keeps generation from looping on digits); a number
+//     with a range, at most MaxRangeFracDigits fraction digits and no
+//     exponent, as xgrammar's range expression;
 //   - anyOf and oneOf alternatives are followed together (a set of live
 //     threads, at most MaxLive) until the output tells them apart; oneOf
 //     is enforced as anyOf, as xgrammar does;
@@ -61,6 +63,11 @@ const (
 	MaxIntDigits  = 19
 	MaxFracDigits = 20
 	MaxExpDigits  = 4
+	// MaxRangeFracDigits bounds the fraction digits of a number with
+	// minimum, maximum, exclusiveMinimum or exclusiveMaximum, which is
+	// written without an exponent (xgrammar's range expression, precision
+	// 6).
+	MaxRangeFracDigits = 6
 	// MaxLive bounds the alternatives of an anyOf (or oneOf) that one
 	// byte can start (a schema with more is an *Error), and the live
 	// alternatives a State follows at once: where nested anyOfs would
@@ -126,9 +133,13 @@ type node struct {
 	// string
 	minLen, maxLen int32    // maxLen -1: none
 	re             *pattern // pattern or format (nil: none)
-	// integer
+	// integer and number
 	bounded bool  // minimum / maximum given: lo..hi holds
-	lo, hi  int64 // inclusive range of a bounded integer
+	lo, hi  int64 // inclusive range of a bounded integer; a bounded number's floors
+	// loF, hiF: a bounded number's range is lo + loF/10^6 .. hi + hiF/10^6
+	// (0 <= loF, hiF < 10^6: the numbers it allows have at most
+	// MaxRangeFracDigits fraction digits)
+	loF, hiF int32
 	// literal
 	lits [][]byte // sorted, distinct
 	// anyOf
@@ -332,8 +343,14 @@ type compiler struct {
 //     the automaton is the product of both (xgrammar would drop the
 //     pattern; an empty product is an *Error naming "pattern"). pattern,
 //     and a known format, without type imply type string;
-//   - integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (not
-//     for number: a 400 naming the keyword);
+//   - integer and number: minimum, maximum, exclusiveMinimum,
+//     exclusiveMaximum. A bounded number is written as xgrammar's range
+//     expression writes it: no exponent, at most MaxRangeFracDigits
+//     fraction digits, the bounds exact on that grid (minimum 0.1234567
+//     allows 0.123457 and up); an empty range on it, or one beyond 64-bit
+//     integer parts, is an *Error naming the keyword. A minus sign is
+//     allowed only where the lower bound is negative (absent included),
+//     "-0" then being 0;
 //   - enum, const (any JSON values);
 //   - anyOf and oneOf (oneOf enforced as anyOf, as xgrammar does: the
 //     output matches at least one alternative, not necessarily exactly
@@ -418,7 +435,7 @@ func (c *compiler) compile(v *value, path string) (int32, error) {
 			"pattern", "format":
 		default:
 			if !annotations[k] {
-				return 0, &Error{Keyword: k, Path: path, Msg: "not supported (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers), enum, const, anyOf, oneOf, $ref)"}
+				return 0, &Error{Keyword: k, Path: path, Msg: "not supported (supported: type, properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf, $ref)"}
 			}
 		}
 	}
@@ -540,7 +557,12 @@ func intKeyword(v *value, k, path string) (int32, bool, error) {
 // floor(x), exclusiveMaximum ceil(x)-1; a magnitude over 2^64 is returned
 // as ±2^65, one under 2^-64 as its sign's floor or ceiling. ok false: x is
 // not a number (or its exponent is out of range).
-func intBound(x *value, k string) (b *big.Int, ok bool) {
+func intBound(x *value, k string) (b *big.Int, ok bool) { return scaledBound(x, k, 0) }
+
+// scaledBound is intBound of x·10^scale (scale 0 or MaxRangeFracDigits):
+// the bound in units of 10^-scale, a magnitude over 2^(64+4·scale)
+// returned as ±2^(65+4·scale).
+func scaledBound(x *value, k string, scale int) (b *big.Int, ok bool) {
 	if x.kind != 'n' {
 		return nil, false
 	}
@@ -548,11 +570,13 @@ func intBound(x *value, k string) (b *big.Int, ok bool) {
 	if err != nil {
 		return nil, false
 	}
+	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)
+	f.Mul(f, new(big.Float).SetInt(pow))
 	floor, frac := new(big.Int), false // floor(x), x not an integer
 	switch e := f.MantExp(nil); {
 	case f.Sign() == 0:
-	case e > 64:
-		floor.Lsh(big.NewInt(int64(f.Sign())), 65)
+	case e > 64+4*scale:
+		floor.Lsh(big.NewInt(int64(f.Sign())), uint(65+4*scale))
 	case e < -64:
 		frac = true
 		if f.Sign() < 0 {
@@ -565,6 +589,7 @@ func intBound(x *value, k string) (b *big.Int, ok bool) {
 		if !ok {
 			return nil, false
 		}
+		r.Mul(r, new(big.Rat).SetInt(pow))
 		var m big.Int
 		floor.DivMod(r.Num(), r.Denom(), &m) // Euclidean: the floor, as Denom > 0
 		frac = m.Sign() != 0
@@ -645,6 +670,56 @@ func intRange(v *value, path string) (bounded bool, lo, hi int64, err error) {
 		return false, 0, 0, &Error{Keyword: "minimum", Path: path, Msg: "no integer lies within the bounds"}
 	}
 	return bounded, lo, hi, nil
+}
+
+// numRange reads minimum, maximum, exclusiveMinimum and exclusiveMaximum
+// on a number as the inclusive range they leave on the grid of
+// 10^-MaxRangeFracDigits, as xgrammar's range expression (precision 6)
+// rounds its bounds: lo + loF/10^6 .. hi + hiF/10^6, exactly (not through
+// float64), integer parts within ±(2^63-1). A range with no number of at
+// most 6 fraction digits, or one beyond 64-bit integer parts, is an
+// *Error.
+func numRange(v *value, path string) (bounded bool, lo int64, loF int32, hi int64, hiF int32, err error) {
+	const units = 1_000_000 // 10^MaxRangeFracDigits
+	// The output's numbers have 64-bit integer parts: magnitudes up to
+	// (2^63-1).999999, in units of 10^-6.
+	maxU := new(big.Int).Mul(big.NewInt(math.MaxInt64), big.NewInt(units))
+	maxU.Add(maxU, big.NewInt(units-1))
+	minU := new(big.Int).Neg(maxU)
+	lo, loF, hi, hiF = math.MinInt64, 1, math.MaxInt64, units-1 // -maxU, maxU
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		x := v.get(k)
+		if x == nil {
+			continue
+		}
+		b, ok := scaledBound(x, k, MaxRangeFracDigits)
+		if !ok {
+			return false, 0, 0, 0, 0, &Error{Keyword: k, Path: path, Msg: "must be a number"}
+		}
+		bounded = true
+		lower := k == "minimum" || k == "exclusiveMinimum"
+		switch {
+		case b.Cmp(maxU) > 0 && lower, b.Cmp(minU) < 0 && !lower:
+			return false, 0, 0, 0, 0, &Error{Keyword: k, Path: path, Msg: "no number within the bounds has a 64-bit integer part"}
+		case b.Cmp(maxU) > 0:
+			b = maxU
+		case b.Cmp(minU) < 0:
+			b = minU
+		}
+		var ip, fp big.Int
+		ip.DivMod(b, big.NewInt(units), &fp) // Euclidean: 0 <= fp < units
+		i, f := ip.Int64(), int32(fp.Int64())
+		if lower && (i > lo || i == lo && f > loF) {
+			lo, loF = i, f
+		}
+		if !lower && (i < hi || i == hi && f < hiF) {
+			hi, hiF = i, f
+		}
+	}
+	if lo > hi || lo == hi && loF > hiF {
+		return false, 0, 0, 0, 0, &Error{Keyword: "minimum", Path: path, Msg: fmt.Sprintf("no number of at most %d fraction digits lies within the bounds", MaxRangeFracDigits)}
+	}
+	return bounded, lo, loF, hi, hiF, nil
 }
 
 func (c *compiler) typed(v *value, t, path string) (int32, error) {
@@ -735,12 +810,15 @@ func (c *compiler) typed(v *value, t, path string) (int32, error) {
 		}
 		return c.add(n, path)
 	case "number":
-		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-			if v.get(k) != nil {
-				return 0, &Error{Keyword: k, Path: path, Msg: "supported for integers only"}
-			}
+		n := node{kind: kNumber}
+		var err error
+		if n.bounded, n.lo, n.loF, n.hi, n.hiF, err = numRange(v, path); err != nil {
+			return 0, err
 		}
-		return nAnyNumber, nil
+		if !n.bounded {
+			return nAnyNumber, nil
+		}
+		return c.add(n, path)
 	case "boolean":
 		return c.add(node{kind: kLiteral, lits: [][]byte{[]byte("false"), []byte("true")}}, path)
 	case "null":
@@ -990,7 +1068,7 @@ func (g *Grammar) prune(l []int32) []int32 {
 		}
 		return false
 	}
-	number, obj, arr, str := has(kNumber, -1), has(kObject, nAnyObject), has(kArray, nAnyArray), has(kString, nAnyString)
+	number, obj, arr, str := has(kNumber, nAnyNumber), has(kObject, nAnyObject), has(kArray, nAnyArray), has(kString, nAnyString)
 	out := l[:0:0]
 	for _, x := range l {
 		switch k := g.nodes[x].kind; {

@@ -76,8 +76,8 @@ type frame struct {
 	lo, hi      uint8 // string: range of the next UTF-8 continuation byte; in a \u escape and after it, see str
 	node        int32
 	n           int32 // array items, string code points, number digits, literal/key bytes matched
-	a, b        int32 // object: last property emitted, key candidate; literal: candidate range
-	val         int64 // bounded integer: magnitude of the digits so far (u 1: negative)
+	a, b        int32 // object: last property emitted, key candidate; literal: candidate range; bounded number: a, its fraction digits so far
+	val         int64 // bounded integer or number: magnitude of the integer digits so far (u 1: negative)
 }
 
 // State is the automaton's position in one output. Where alternatives of
@@ -182,7 +182,9 @@ func (s *State) completable(f *frame) bool {
 	case fNumber:
 		switch f.phase {
 		case nZero, nInt:
-			if n := &s.g.nodes[f.node]; n.bounded {
+			if n := &s.g.nodes[f.node]; n.bounded && n.kind == kNumber {
+				return numIn(n, f.u == 1, f.val, 0, 0)
+			} else if n.bounded {
 				v := f.val
 				if f.u == 1 {
 					v = -v
@@ -190,7 +192,12 @@ func (s *State) completable(f *frame) bool {
 				return v >= n.lo && v <= n.hi
 			}
 			return true
-		case nFrac, nExpDigits:
+		case nFrac:
+			if n := &s.g.nodes[f.node]; n.bounded {
+				return numIn(n, f.u == 1, f.val, f.a, f.n)
+			}
+			return true
+		case nExpDigits:
 			return true
 		}
 	case fLiteral:
@@ -830,10 +837,90 @@ func feasible(n *node, neg bool, p int64, digits int32) bool {
 	}
 }
 
+// fixed is a number i + f/10^6 (i its floor, 0 <= f < 10^6), for bounded
+// numbers; the order of the pairs is the order of the numbers.
+type fixed struct {
+	i int64
+	f int32
+}
+
+func (a fixed) less(b fixed) bool { return a.i < b.i || a.i == b.i && a.f < b.f }
+
+// neg returns -a in the same form (i the floor).
+func (a fixed) neg() fixed {
+	if a.f == 0 {
+		return fixed{-a.i, 0}
+	}
+	return fixed{-(a.i + 1), fracUnits - a.f}
+}
+
+// fracUnits is 10^MaxRangeFracDigits.
+const fracUnits = 1_000_000
+
+// pow10 is 10^0 .. 10^MaxRangeFracDigits.
+var pow10 = [...]int32{1, 10, 100, 1000, 10000, 100000, 1000000}
+
+// numMagnitudes returns the magnitudes a bounded number's range allows
+// (mhi < mlo: none), negated for a number written with a minus sign (its
+// magnitude 0, "-0", is 0).
+func numMagnitudes(n *node, neg bool) (mlo, mhi fixed) {
+	mlo, mhi = fixed{n.lo, n.loF}, fixed{n.hi, n.hiF}
+	if neg {
+		mlo, mhi = mhi.neg(), mlo.neg()
+	}
+	if mlo.less(fixed{}) {
+		mlo = fixed{}
+	}
+	return mlo, mhi
+}
+
+// numFeasible reports whether the output of a bounded number so far can
+// still end inside the node's range, with at most MaxIntDigits integer
+// and MaxRangeFracDigits fraction digits. fd < 0: inside the integer part
+// p, digits long (more digits may follow, then a fraction); fd >= 0: fd
+// fraction digits frac written after p and the point (0: just the point;
+// digits may follow up to MaxRangeFracDigits).
+func numFeasible(n *node, neg bool, p int64, digits, frac, fd int32) bool {
+	mlo, mhi := numMagnitudes(n, neg)
+	if mhi.less(mlo) {
+		return false
+	}
+	if fd >= 0 { // p.frac, then up to MaxRangeFracDigits-fd digits: [a, b]
+		step := pow10[MaxRangeFracDigits-fd]
+		a := fixed{p, frac * step}
+		b := fixed{p, a.f + step - 1}
+		return !mhi.less(a) && !b.less(mlo)
+	}
+	// More integer digits, then any fraction: p·10^k + j + x, 0 <= j <
+	// 10^k, 0 <= x < 1; p 0 cannot grow (no leading zeros).
+	base, span := p, int64(0)
+	for {
+		if base > mhi.i {
+			return false
+		}
+		if span >= mlo.i-base { // base+span >= mlo.i, without overflow
+			return true
+		}
+		if p == 0 || digits >= MaxIntDigits || base > math.MaxInt64/10 {
+			return false
+		}
+		base, span, digits = base*10, span*10+9, digits+1
+	}
+}
+
+// numIn reports whether the bounded number written, integer part p and
+// fd fraction digits frac (fd 0: none), lies in the node's range.
+func numIn(n *node, neg bool, p int64, frac, fd int32) bool {
+	mlo, mhi := numMagnitudes(n, neg)
+	v := fixed{p, frac * pow10[MaxRangeFracDigits-fd]}
+	return !v.less(mlo) && !mhi.less(v)
+}
+
 func (s *State) number(c byte) result {
 	f := &s.frames[len(s.frames)-1]
 	nd := &s.g.nodes[f.node]
 	integer := nd.kind == kInteger
+	ranged := nd.bounded && !integer // no exponent, at most MaxRangeFracDigits fraction digits
 	digit := c >= '0' && c <= '9'
 	next := func(p uint8, n int32) result {
 		if nd.bounded && (p == nZero || p == nInt) {
@@ -845,7 +932,15 @@ func (s *State) number(c byte) result {
 			default:
 				f.val = f.val*10 + d
 			}
-			if !feasible(nd, f.u == 1, f.val, n) {
+			if integer && !feasible(nd, f.u == 1, f.val, n) || ranged && !numFeasible(nd, f.u == 1, f.val, n, 0, -1) {
+				return reject
+			}
+		}
+		if ranged && (p == nDot || p == nFrac) {
+			if p == nFrac {
+				f.a = f.a*10 + int32(c-'0')
+			}
+			if !numFeasible(nd, f.u == 1, f.val, -1, f.a, n) {
 				return reject
 			}
 		}
@@ -856,6 +951,8 @@ func (s *State) number(c byte) result {
 	case nStart, nMinus:
 		switch {
 		case c == '-' && f.phase == nStart && (!nd.bounded || nd.lo < 0):
+			// A bounded number: lo < 0 (its floor) is a negative lower
+			// bound, as xgrammar allows the sign only then.
 			f.u = 1
 			return next(nMinus, 0)
 		case c == '0':
@@ -870,7 +967,7 @@ func (s *State) number(c byte) result {
 			return next(nInt, f.n+1)
 		case c == '.' && !integer:
 			return next(nDot, 0)
-		case (c == 'e' || c == 'E') && !integer:
+		case (c == 'e' || c == 'E') && !integer && !ranged:
 			return next(nExp, 0)
 		}
 	case nDot:
@@ -880,9 +977,9 @@ func (s *State) number(c byte) result {
 		return reject
 	case nFrac:
 		switch {
-		case digit && f.n < MaxFracDigits:
+		case digit && (ranged && f.n < MaxRangeFracDigits || !ranged && f.n < MaxFracDigits):
 			return next(nFrac, f.n+1)
-		case c == 'e' || c == 'E':
+		case (c == 'e' || c == 'E') && !ranged:
 			return next(nExp, 0)
 		}
 	case nExp:

@@ -48,7 +48,7 @@ func TestAllowedEqualsBruteForce(t *testing.T) {
 		}
 	}
 	rec(0, nil)
-	schema := `{"type":"object","properties":{"name":{"type":"string","maxLength":5},"tags":{"type":"array","items":{"enum":["a","bb"]}},"k":{"type":"integer","minimum":-20,"maximum":350},"n":{"type":"number"}},"required":["name"]}`
+	schema := `{"type":"object","properties":{"name":{"type":"string","maxLength":5},"tags":{"type":"array","items":{"enum":["a","bb"]}},"k":{"type":"integer","minimum":-20,"maximum":350},"n":{"type":"number"},"r":{"type":"number","minimum":-2.5,"exclusiveMaximum":10.25}},"required":["name"]}`
 	g, err := Compile([]byte(schema))
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +74,8 @@ func TestAllowedEqualsBruteForce(t *testing.T) {
 		{JSONObject(), `{"key": "vä\u00e9lue 😀", "n": [1, -2.5e3, true, null, {}]}`},
 		{g, `{"name": "héllo", "tags": ["bb", "a"], "k": 342, "n": 12.5}`},
 		{g, `{"name": "", "k": -17}`},
+		{g, `{"name": "", "r": -2.5}`},
+		{g, `{"name": "", "n": 1, "r": 10.249999}`},
 	} {
 		st := c.g.Start()
 		got := make([]uint64, v.Words())

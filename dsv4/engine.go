@@ -220,6 +220,22 @@ type EngineStats struct {
 	PrefixCacheQueries, PrefixCacheHits int64
 	PrefixCacheBytes, PrefixCacheBudget int64
 	PrefixCacheEntries                  int
+
+	// The cache of compiled structured-output constraints
+	// (EngineOptions.ConstraintCacheBytes), as xgrammar's GrammarCompiler
+	// cache that vLLM sizes with VLLM_XGRAMMAR_CACHE_MB:
+	// ConstraintCacheHits counts the constraints requests got without
+	// compiling them (kept, or being compiled by a concurrent request),
+	// ConstraintCacheMisses the compilations started through the cache
+	// (failed ones included). ConstraintCacheEntries and
+	// ConstraintCacheBytes are the compiled constraints kept now and the
+	// memory they hold (automata, cached DFA states and masks, measured
+	// when Stats is called; it may exceed the budget by what requests'
+	// decoding added since the cache was last used);
+	// ConstraintCacheBudget is the byte budget (0: the cache is off).
+	ConstraintCacheHits, ConstraintCacheMisses  int64
+	ConstraintCacheBytes, ConstraintCacheBudget int64
+	ConstraintCacheEntries                      int
 }
 
 type statsCounters struct {
@@ -336,7 +352,7 @@ func (e *Engine) Stats() EngineStats {
 		return EngineStats{}
 	}
 	c := &e.s.stats
-	return EngineStats{
+	s := EngineStats{
 		Running:         int(c.running.Load()),
 		Waiting:         int(c.waiting.Load()),
 		LiveSequences:   int(c.liveSeqs.Load()),
@@ -354,6 +370,8 @@ func (e *Engine) Stats() EngineStats {
 		PrefixCacheBudget:  e.s.cacheBudget(),
 		PrefixCacheEntries: int(c.cacheEntries.Load()),
 	}
+	e.cons.fill(&s)
+	return s
 }
 
 // VocabSize is the number of logits per position (0 for a nil Engine).

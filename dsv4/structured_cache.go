@@ -59,8 +59,8 @@ type constraintCache struct {
 	mu      sync.Mutex
 	entries map[string]*conEntry // compiled and in-flight constraints by key
 	lru     list.List            // the compiled ones (*conEntry), most recently used first
-	hits    int64
-	misses  int64 // compilations started
+	hits    int64                // constraints served without compiling (kept, or compiled by a concurrent request)
+	misses  int64                // compilations started
 }
 
 // conEntry is one constraint of the cache: in flight until done is
@@ -71,6 +71,7 @@ type conEntry struct {
 	con  *OutputConstraint
 	err  error
 	elem *list.Element // in lru; nil while in flight
+	size int64         // entryBytes when last measured (trim)
 }
 
 // newConstraintCache returns a cache of at most maxEntries constraints
@@ -104,6 +105,11 @@ func (cc *constraintCache) get(key string, compile func() (*OutputConstraint, er
 		}
 		cc.mu.Unlock()
 		<-e.done
+		if e.err == nil {
+			cc.mu.Lock()
+			cc.hits++ // served without compiling
+			cc.mu.Unlock()
+		}
 		return e.con, e.err
 	}
 	e := &conEntry{key: key, done: make(chan struct{})}
@@ -136,24 +142,67 @@ func (cc *constraintCache) get(key string, compile func() (*OutputConstraint, er
 // it ended without a constraint or an error (a panic).
 var errConstraintCompile = errors.New("the constraint could not be compiled")
 
-// trim evicts the least recently used constraints until at most
-// maxEntries remain, holding at most maxBytes. cc.mu must be held.
+// trim evicts the constraints larger than maxBytes alone (a new one, or
+// one whose caches grew while requests decoded: evicting the others first
+// would empty the cache and still not keep it), then the least recently
+// used ones until at most maxEntries remain, holding at most maxBytes.
+// Each entry is measured once per trim (its size may grow meanwhile).
+// cc.mu must be held.
 func (cc *constraintCache) trim() {
 	var total int64
-	for el := cc.lru.Front(); el != nil; el = el.Next() {
-		total += cc.entryBytes(el.Value.(*conEntry))
+	for el := cc.lru.Front(); el != nil; {
+		next := el.Next()
+		e := el.Value.(*conEntry)
+		if e.size = cc.entryBytes(e); e.size > cc.maxBytes {
+			cc.evict(e)
+		} else {
+			total += e.size
+		}
+		el = next
 	}
 	for cc.lru.Len() > 0 && (cc.lru.Len() > cc.maxEntries || total > cc.maxBytes) {
-		e := cc.lru.Remove(cc.lru.Back()).(*conEntry)
-		delete(cc.entries, e.key)
-		e.elem = nil
-		total -= cc.entryBytes(e)
+		e := cc.lru.Back().Value.(*conEntry)
+		cc.evict(e)
+		total -= e.size
 	}
+}
+
+// evict removes the kept constraint e. cc.mu must be held.
+func (cc *constraintCache) evict(e *conEntry) {
+	cc.lru.Remove(e.elem)
+	delete(cc.entries, e.key)
+	e.elem = nil
 }
 
 // entryBytes is the memory e holds: its constraint and its key.
 func (cc *constraintCache) entryBytes(e *conEntry) int64 {
 	return e.con.bytes() + int64(len(e.key)) + 128
+}
+
+// totalBytes is the memory the kept constraints hold now (entryBytes
+// summed, measured again).
+func (cc *constraintCache) totalBytes() int64 {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	var total int64
+	for el := cc.lru.Front(); el != nil; el = el.Next() {
+		total += cc.entryBytes(el.Value.(*conEntry))
+	}
+	return total
+}
+
+// fill sets s's ConstraintCache fields (the bytes measured now); a nil
+// cc leaves them zero.
+func (cc *constraintCache) fill(s *EngineStats) {
+	if cc == nil {
+		return
+	}
+	s.ConstraintCacheBytes = cc.totalBytes()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	s.ConstraintCacheEntries = cc.lru.Len()
+	s.ConstraintCacheBudget = cc.maxBytes
+	s.ConstraintCacheHits, s.ConstraintCacheMisses = cc.hits, cc.misses
 }
 
 // stats returns the number of compiled constraints kept, the hits and the

@@ -3,9 +3,12 @@ package dsv4_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/dsv4go/dsv4go/dsv4"
 )
@@ -75,5 +78,50 @@ func BenchmarkConstraintSetup(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestConstraintCacheCancelledFirst: the request that starts compiling a
+// constraint is cancelled while others wait for the same compilation:
+// the waiters get the constraint and complete, none gets a context error
+// (the compilation does not depend on the first request's context), and
+// the constraint was compiled once.
+func TestConstraintCacheCancelledFirst(t *testing.T) {
+	e := tinyModelEngine(t, tinyModel(t), dsv4.EngineOptions{})
+	rf := string(responseFormat(heavySchema(6)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		stream, err := e.ChatStream(ctx, chatReq("Describe a person as JSON.", rf, 8))
+		if err != nil {
+			return // a cancelled context may end it at once
+		}
+		for _, err := range stream {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("cancelled request: %v", err)
+			}
+		}
+	})
+	for range 4 {
+		wg.Go(func() {
+			time.Sleep(time.Millisecond)
+			if _, err := e.Chat(context.Background(), chatReq("Describe a person as JSON.", rf, 8)); err != nil {
+				t.Errorf("waiting request: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if s := e.Stats(); s.ConstraintCacheMisses != 1 || s.ConstraintCacheHits != 4 || s.ConstraintCacheEntries != 1 {
+		t.Fatalf("compilations %d, hits %d, entries %d; want 1, 4, 1", s.ConstraintCacheMisses, s.ConstraintCacheHits, s.ConstraintCacheEntries)
+	} else if s.ConstraintCacheBytes <= 0 || s.ConstraintCacheBytes > s.ConstraintCacheBudget || s.ConstraintCacheBudget != dsv4.DefaultConstraintCacheBytes {
+		t.Fatalf("bytes %d, budget %d", s.ConstraintCacheBytes, s.ConstraintCacheBudget)
+	}
+	off := tinyModelEngine(t, tinyModel(t), dsv4.EngineOptions{ConstraintCacheBytes: -1})
+	if _, err := off.ChatPrompt(chatReq("q", rf, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if s := off.Stats(); s.ConstraintCacheBudget != 0 || s.ConstraintCacheMisses != 0 || s.ConstraintCacheEntries != 0 {
+		t.Fatalf("cache off: %+v", s)
 	}
 }

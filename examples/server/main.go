@@ -17,7 +17,8 @@
 // else 404 model_not_found), GET /health, GET /metrics (Prometheus: TTFT,
 // inter-token latency and end-to-end histograms, running and waiting
 // requests, token counters, KV state memory, prefix-cache queries and hits
-// in tokens, as dsv4_* series; and vLLM V1's series under vLLM's names,
+// in tokens, the constraint cache's hits, misses, entries and bytes,
+// as dsv4_* series; and vLLM V1's series under vLLM's names,
 // types, labels and buckets, for dashboards and alerts written against
 // vLLM: see "vLLM metrics" below), and vLLM's utility endpoints:
 //
@@ -61,7 +62,11 @@
 // otherwise logged at INFO when it finishes, without its prompt;
 // --enable-prefix-caching / --no-enable-prefix-caching, on by default as in
 // vLLM V1, with --prefix-cache-bytes for the cache's budget;
-// --enable-prompt-tokens-details for usage.prompt_tokens_details.cached_tokens). Errors are OpenAI error objects
+// --enable-prompt-tokens-details for usage.prompt_tokens_details.cached_tokens;
+// --constraint-cache-mb, the budget in MiB of the engine's cache of compiled
+// structured-output constraints, vLLM's VLLM_XGRAMMAR_CACHE_MB as a flag:
+// default 512, 0 turns it off, and the environment variable is read when
+// the flag is absent). Errors are OpenAI error objects
 // ({"error": {"message", "type", "param", "code"}}) with 4xx/5xx status
 // codes; unknown request fields are ignored. SIGINT/SIGTERM drains: /health
 // turns 503, new requests are refused, running ones finish (up to
@@ -101,12 +106,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -169,9 +176,16 @@ func run() error {
 		idleTimeout    = flag.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
 		promptDetails  = flag.Bool("enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens (prompt tokens restored from the prefix cache) when > 0, as vLLM's flag")
 		prefixCache    prefixCacheFlags
+		constraintMB   = flag.Int64("constraint-cache-mb", dsv4.DefaultConstraintCacheBytes>>20, "budget of the cache of compiled structured-output constraints in MiB, as vLLM's VLLM_XGRAMMAR_CACHE_MB (read when the flag is absent); 0: no cache")
 	)
 	prefixCache.register(flag.CommandLine)
 	flag.Parse()
+	constraintSet := false
+	flag.Visit(func(f *flag.Flag) { constraintSet = constraintSet || f.Name == "constraint-cache-mb" })
+	constraintBytes, err := constraintCacheBytes(*constraintMB, constraintSet, os.Getenv("VLLM_XGRAMMAR_CACHE_MB"))
+	if err != nil {
+		return err
+	}
 	if err := checkFlagValues([]flagValue{
 		{"context-length", int64(*contextLen), 0, "0: the model's"},
 		{"default-max-tokens", int64(*defaultMaxTok), 0, "0: the rest of the context"},
@@ -208,7 +222,7 @@ func run() error {
 	opts := dsv4.EngineOptions{
 		MaxBatch: *maxRunning, StepTokens: *chunkedPrefill, MaxWaiting: *maxQueued, StateMemory: *stateMem,
 		DefaultMaxTokens: *defaultMaxTok, MaxContext: *contextLen, ReasoningParser: *reasoning, ToolCallParser: *toolParser,
-		PrefixCacheBytes: prefixCache.engineBytes(),
+		PrefixCacheBytes: prefixCache.engineBytes(), ConstraintCacheBytes: constraintBytes,
 	}
 	switch *chatTemplate {
 	case "", dsv4.EncodingV4, dsv4.EncodingV32:
@@ -325,6 +339,30 @@ func (p *prefixCacheFlags) engineBytes() int64 {
 		return -1
 	}
 	return p.bytes
+}
+
+// constraintCacheBytes is dsv4.EngineOptions.ConstraintCacheBytes for
+// --constraint-cache-mb mb (set: given on the command line), or else for
+// the environment variable VLLM_XGRAMMAR_CACHE_MB, env, when it is not
+// empty (vLLM's knob for the same cache, in MiB, default 512): 0 turns
+// the cache off (-1); a negative value, one that is not an integer or
+// one whose bytes overflow an int64 is an error naming its source.
+func constraintCacheBytes(mb int64, set bool, env string) (int64, error) {
+	src := "--constraint-cache-mb"
+	if !set && env != "" {
+		v, err := strconv.ParseInt(strings.TrimSpace(env), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("VLLM_XGRAMMAR_CACHE_MB must be an integer number of MiB, got %q", env)
+		}
+		mb, src = v, "VLLM_XGRAMMAR_CACHE_MB"
+	}
+	switch {
+	case mb < 0 || mb > math.MaxInt64>>20:
+		return 0, fmt.Errorf("%s must be between 0 (no cache) and %d MiB, got %d", src, int64(math.MaxInt64>>20), mb)
+	case mb == 0:
+		return -1, nil
+	}
+	return mb << 20, nil
 }
 
 // flagValue is a numeric flag's value and the least value it means

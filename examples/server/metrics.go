@@ -86,6 +86,16 @@ func newMetrics(reg *prometheus.Registry, eng *dsv4.Engine, model string) *metri
 			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheBudget) }},
 		{false, "dsv4_prefix_cache_entries", "Saved prefix states in the prefix cache.",
 			func(s dsv4.EngineStats) float64 { return float64(s.PrefixCacheEntries) }},
+		{true, "dsv4_constraint_cache_hits_total", "Structured-output constraints served from the cache of compiled constraints, without compiling them.",
+			func(s dsv4.EngineStats) float64 { return float64(s.ConstraintCacheHits) }},
+		{true, "dsv4_constraint_cache_misses_total", "Structured-output constraints compiled through the cache (failed compilations included).",
+			func(s dsv4.EngineStats) float64 { return float64(s.ConstraintCacheMisses) }},
+		{false, "dsv4_constraint_cache_bytes", "Memory held by the compiled constraints kept (automata, cached DFA states and masks).",
+			func(s dsv4.EngineStats) float64 { return float64(s.ConstraintCacheBytes) }},
+		{false, "dsv4_constraint_cache_budget_bytes", "Budget of the cache of compiled constraints (0: off; --constraint-cache-mb).",
+			func(s dsv4.EngineStats) float64 { return float64(s.ConstraintCacheBudget) }},
+		{false, "dsv4_constraint_cache_entries", "Compiled constraints kept in the cache.",
+			func(s dsv4.EngineStats) float64 { return float64(s.ConstraintCacheEntries) }},
 	} {
 		read := func() float64 { return es.value(eng.Stats()) }
 		if es.counter {

@@ -125,7 +125,11 @@ type EngineOptions struct {
 	// most MaxConstraintCacheEntries are kept; the least recently used go
 	// first; the memory counted (the automata, their cached DFA states and
 	// masks, which grow while requests decode) is checked each time the
-	// cache is used. A failed compilation is not kept. 0 means
+	// cache is used and when a constrained request ends (it may exceed
+	// the budget while requests decode, by what they add: at most 256
+	// masks per constraint, 16 KiB each over DeepSeek-V4's vocabulary,
+	// and a regex's DFA states); a constraint larger than the budget alone
+	// is served but not kept. A failed compilation is not kept. 0 means
 	// DefaultConstraintCacheBytes; negative turns the cache off (every
 	// request compiles its constraint, once).
 	ConstraintCacheBytes int64
@@ -230,8 +234,8 @@ type EngineStats struct {
 	// (failed ones included). ConstraintCacheEntries and
 	// ConstraintCacheBytes are the compiled constraints kept now and the
 	// memory they hold (automata, cached DFA states and masks, measured
-	// when Stats is called; it may exceed the budget by what requests'
-	// decoding added since the cache was last used);
+	// when Stats is called; it may exceed the budget while requests
+	// decode, until one ends or uses the cache);
 	// ConstraintCacheBudget is the byte budget (0: the cache is off).
 	ConstraintCacheHits, ConstraintCacheMisses  int64
 	ConstraintCacheBytes, ConstraintCacheBudget int64
@@ -302,6 +306,7 @@ func newEngine(b Backend, opts EngineOptions) *Engine {
 	e := &Engine{b: b, s: s, cancel: cancel, seeds: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 	if opts.ConstraintCacheBytes > 0 {
 		e.cons = newConstraintCache(opts.ConstraintCacheBytes, MaxConstraintCacheEntries)
+		s.cons = e.cons
 	}
 	if snap != nil && opts.PrefixCacheBytes > 0 {
 		s.snap = snap

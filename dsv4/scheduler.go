@@ -152,6 +152,7 @@ type scheduler struct {
 	b    Backend
 	all  AllLogitsBackend // b's every-position prefill, or nil
 	opts EngineOptions
+	cons *constraintCache // the engine's compiled constraints (nil: off), settled when a constrained request ends
 
 	mu       sync.Mutex
 	incoming []*request // submitted, not yet seen by the loop
@@ -376,6 +377,9 @@ func (s *scheduler) publish() {
 
 // finish releases r's state and closes its stream with reason or err.
 func (s *scheduler) finish(r *request, reason string, err error) {
+	if r.samp != nil && r.samp.con != nil {
+		s.cons.settle() // its decoding may have grown a kept constraint past the budget
+	}
 	if r.seq != nil {
 		r.seq.Release()
 		r.seq = nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dsv4go/dsv4go/internal/jsongrammar"
 	"github.com/dsv4go/dsv4go/internal/regexgrammar"
@@ -46,7 +47,7 @@ const (
 // without the cache, caches them again).
 //
 // The cache holds at most maxEntries constraints and, each time it is
-// used, evicts the least recently used ones until the memory they hold
+// used and each time a constrained request ends (settle), evicts the least recently used ones until the memory they hold
 // (OutputConstraint.bytes: the automaton, the DFA states a regex has
 // cached so far and the masks cached per state; they grow while requests
 // decode) is at most maxBytes. A constraint larger than maxBytes alone is
@@ -56,11 +57,12 @@ type constraintCache struct {
 	maxBytes   int64
 	maxEntries int
 
-	mu      sync.Mutex
-	entries map[string]*conEntry // compiled and in-flight constraints by key
-	lru     list.List            // the compiled ones (*conEntry), most recently used first
-	hits    int64                // constraints served without compiling (kept, or compiled by a concurrent request)
-	misses  int64                // compilations started
+	mu       sync.Mutex
+	entries  map[string]*conEntry // compiled and in-flight constraints by key
+	lru      list.List            // the compiled ones (*conEntry), most recently used first
+	settling atomic.Bool          // a settle is pending
+	hits     int64                // constraints served without compiling (kept, or compiled by a concurrent request)
+	misses   int64                // compilations started
 }
 
 // conEntry is one constraint of the cache: in flight until done is
@@ -165,6 +167,26 @@ func (cc *constraintCache) trim() {
 		cc.evict(e)
 		total -= e.size
 	}
+}
+
+// settle trims the cache soon, on a goroutine of its own (at most one
+// pending), so that the caller (the scheduler's loop, as a constrained
+// request ends) does not wait for it: a request's decoding grows the
+// masks and DFA states of the kept constraint it uses, and without it the
+// memory kept would stay over the budget until the next request uses the
+// cache. While requests decode, the cache may exceed its budget by what
+// they add to kept constraints (each Masker at most MaxCachedMasks masks,
+// a regex at most MaxCachedStates states). Safe on a nil cc.
+func (cc *constraintCache) settle() {
+	if cc == nil || !cc.settling.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		cc.mu.Lock()
+		defer cc.mu.Unlock()
+		cc.settling.Store(false)
+		cc.trim()
+	}()
 }
 
 // evict removes the kept constraint e. cc.mu must be held.

@@ -125,3 +125,28 @@ func TestConstraintCacheCancelledFirst(t *testing.T) {
 		t.Fatalf("cache off: %+v", s)
 	}
 }
+
+// TestConstraintCacheSettlesAfterRequests: a kept constraint whose masks
+// grow past the cache's budget while a request decodes (each mask over
+// DeepSeek-V4's vocabulary is 16 KiB) is dropped once the request ends,
+// without waiting for another request to use the cache: the bytes kept
+// are back within the budget.
+func TestConstraintCacheSettlesAfterRequests(t *testing.T) {
+	const budget = 48 << 10
+	e := tinyModelEngine(t, tinyModel(t), dsv4.EngineOptions{ConstraintCacheBytes: budget})
+	rf := `{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}}}`
+	if _, err := e.Chat(context.Background(), chatReq("Describe a person as JSON.", rf, 12)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		s := e.Stats()
+		if s.ConstraintCacheBytes <= budget {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the request: %d bytes kept in %d entries, budget %d", s.ConstraintCacheBytes, s.ConstraintCacheEntries, budget)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -344,6 +344,11 @@ func (d *DecodeServer) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if v := d.back.VocabSize(); len(h.Logits) != v { // any Transport: InProcess does not decode
+		d.failures.WithLabelValues("restore").Inc()
+		writeErr(w, fmt.Errorf("%w: transferred state has %d logits, the vocabulary %d", ErrMalformed, len(h.Logits), v))
+		return
+	}
 	if !slices.Equal(h.Prompt, prompt) {
 		d.failures.WithLabelValues("mismatch").Inc()
 		writeErr(w, fmt.Errorf("%w: prompt of %d tokens from prefill, %d here", ErrMismatch, len(h.Prompt), len(prompt)))

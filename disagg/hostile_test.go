@@ -1,0 +1,114 @@
+package disagg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tamperSource serves a prefill server's rooms with every handoff changed
+// by f before it is sent: a prefill peer that has the right identity but
+// sends a state that does not fit it (a bug, a bit flip before the CRC,
+// a hostile peer).
+type tamperSource struct {
+	*Rooms
+	f func(*Handoff)
+}
+
+func (s tamperSource) Take(ctx context.Context, id uint64) (*Handoff, func(error), error) {
+	h, done, err := s.Rooms.Take(ctx, id)
+	if err == nil {
+		s.f(h)
+	}
+	return h, done, err
+}
+
+// startTampered starts a prefill and a decode server whose bootstrap
+// service is tamperSource{prefill rooms, f}; it returns the pair and the
+// bootstrap port.
+func startTampered(t *testing.T, tr Transport, f func(*Handoff)) (*pdPair, int) {
+	t.Helper()
+	pd := startPDWith(t, PrefillConfig{Transport: tr}, DecodeConfig{Transport: tr, FetchTimeout: 5 * time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Serve(ctx, lis, tamperSource{pd.p.Rooms(), f}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return pd, lis.Addr().(*net.TCPAddr).Port
+}
+
+// pdAsk sends body to both servers of pd in concurrent mode (room, port)
+// and returns the decode server's answer.
+func pdAsk(t *testing.T, pd *pdPair, port int, room uint64, body string) (*http.Response, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body = withFields(body, map[string]any{"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": room})
+	pdone := make(chan struct{})
+	go func() {
+		defer close(pdone)
+		req, _ := http.NewRequestWithContext(ctx, "POST", pd.pURL+"/v1/chat/completions", strings.NewReader(body))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	resp, out := post(t, ctx, pd.dURL, body)
+	<-pdone
+	return resp, out
+}
+
+// TestDecodeRefusesLogitsOfWrongLength: a handoff whose logits are not one
+// row of the vocabulary is refused (502 transfer_failed), never sampled
+// from: short logits used to give a 200 whose first token was among the
+// few ids present, longer ones a 500 after sampling an id past the
+// vocabulary. The wire decoder refuses such a stream at its header
+// (ErrMalformed); the decode server checks handoffs of any Transport.
+func TestDecodeRefusesLogitsOfWrongLength(t *testing.T) {
+	m := tinyModel(t)
+	id := ModelIdentity(m, "a")
+	h, err := PrefillHandoff(context.Background(), m, 1, testPrompt(20, m.Config().VocabSize), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Logits = h.Logits[:len(h.Logits)-1]
+	var buf bytes.Buffer
+	if err := WriteStream(&buf, h, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStream(&buf, id, Limits{}); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "logits") {
+		t.Fatalf("stream with %d logits: %v, want ErrMalformed", len(h.Logits), err)
+	}
+	room := uint64(100)
+	for _, tc := range []struct {
+		name string
+		f    func(*Handoff)
+		body string
+	}{
+		{"short", func(h *Handoff) { h.Logits = h.Logits[:3] }, q391},
+		{"empty", func(h *Handoff) { h.Logits = nil }, withFields(q391, map[string]any{"temperature": 0.7, "seed": 1})},
+		{"long", func(h *Handoff) { h.Logits = append(h.Logits, 1e9) }, q391},
+	} {
+		for _, tr := range []Transport{&GRPCTransport{}, &InProcess{}} {
+			t.Run(fmt.Sprintf("%s/%T", tc.name, tr), func(t *testing.T) {
+				pd, port := startTampered(t, tr, tc.f)
+				room++
+				resp, out := pdAsk(t, pd, port, room, tc.body)
+				if resp.StatusCode != http.StatusBadGateway || !strings.Contains(out, "transfer_failed") || !strings.Contains(out, "logits") {
+					t.Fatalf("decode answered %d %s, want 502 transfer_failed", resp.StatusCode, out)
+				}
+				waitFor(t, func() bool {
+					return pd.p.Rooms().Live() == 0 && pd.d.eng.Stats().LiveSequences == 0 && pd.d.back.nPend.Load() == 0
+				})
+			})
+		}
+	}
+}

@@ -50,7 +50,9 @@ type DecodeConfig struct {
 	// stream is refused with ErrTooLarge (502 transfer_failed) before it is
 	// buffered.
 	Transport Transport
-	// FetchTimeout bounds the wait for a room's state (default 60 s).
+	// FetchTimeout bounds the wait for a room's state, connecting to the
+	// prefill server and the handshake included (default 60 s): 504
+	// transfer_timeout after it.
 	FetchTimeout time.Duration
 	// MaxBodyBytes bounds a request body on /v1/chat/completions,
 	// /tokenize and /detokenize (examples/server's --max-body-bytes): a
@@ -395,17 +397,22 @@ func (d *DecodeServer) warnRefused(bs Bootstrap) {
 		"logged at most once a minute per host", args...)
 }
 
-// fetch gets room bs.Room from its prefill server within FetchTimeout.
+// fetch gets room bs.Room from its prefill server within FetchTimeout,
+// connecting (and the handshake) included: a peer that accepts and never
+// answers is given up on then, not after the handshake's own 10 s.
 func (d *DecodeServer) fetch(ctx context.Context, bs Bootstrap) (*Handoff, error) {
 	t0 := time.Now()
 	addr := bs.Addr()
-	c, err := d.conn(ctx, addr)
-	if err != nil {
-		d.failures.WithLabelValues("connect").Inc()
-		return nil, err
-	}
 	fctx, cancel := context.WithTimeout(ctx, d.cfg.FetchTimeout)
 	defer cancel()
+	c, err := d.conn(fctx, addr)
+	if err != nil {
+		d.failures.WithLabelValues("connect").Inc()
+		if fctx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w: waited %v for room %d: connecting to %s: %v", ErrTimeout, d.cfg.FetchTimeout, bs.Room, addr, err)
+		}
+		return nil, err
+	}
 	h, err := c.Fetch(fctx, bs.Room)
 	if err != nil {
 		d.failures.WithLabelValues("fetch").Inc()

@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -111,4 +114,100 @@ func TestDecodeRefusesLogitsOfWrongLength(t *testing.T) {
 			})
 		}
 	}
+}
+
+// stallListener accepts connections and never answers on them (a peer
+// that hangs after TCP connect: a frozen process, a black-holing proxy).
+type stallListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func stall(t *testing.T) *stallListener {
+	t.Helper()
+	l := &stallListener{Listener: listen(t)}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			l.conns = append(l.conns, c)
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		l.mu.Lock()
+		for _, c := range l.conns {
+			c.Close()
+		}
+		l.mu.Unlock()
+	})
+	return l
+}
+
+// noLeak fails t unless the goroutine count comes back to at most before
+// within 2 s.
+func noLeak(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDecodeFetchTimeoutBoundsStalledPeer: DecodeConfig.FetchTimeout bounds
+// the whole wait for a room's state, the connection and handshake
+// included: a bootstrap port that accepts and never answers used to hold
+// the request for the handshake's own 10 s. A peer that stalls after the
+// handshake (every frame delayed for an hour) is given up on the same way.
+// Either way the client gets 504 transfer_timeout and no goroutine stays.
+func TestDecodeFetchTimeoutBoundsStalledPeer(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	pd := startPDWith(t, PrefillConfig{Transport: &GRPCTransport{FrameDelay: time.Hour}},
+		DecodeConfig{FetchTimeout: timeout})
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	ask := func(port int, room uint64, withPrefill bool) (int, string, time.Duration) {
+		body := withFields(q391, map[string]any{"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": room})
+		pdone := make(chan struct{})
+		go func() {
+			defer close(pdone)
+			if withPrefill {
+				if resp, err := client.Post(pd.pURL+"/v1/chat/completions", "application/json", strings.NewReader(body)); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+		t0 := time.Now()
+		resp, err := client.Post(pd.dURL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		el := time.Since(t0)
+		<-pdone
+		return resp.StatusCode, string(b), el
+	}
+	sl := stall(t)
+	time.Sleep(10 * time.Millisecond) // its accept loop running
+	before := runtime.NumGoroutine()
+	st, out, el := ask(sl.Addr().(*net.TCPAddr).Port, 1, false)
+	if st != http.StatusGatewayTimeout || !strings.Contains(out, "transfer_timeout") || el > timeout+2*time.Second {
+		t.Fatalf("stalled handshake: %d %s after %v, want 504 transfer_timeout after about %v", st, out, el, timeout)
+	}
+	noLeak(t, before)
+	st, out, el = ask(pd.bootPort, 2, true)
+	if st != http.StatusGatewayTimeout || !strings.Contains(out, "transfer_timeout") || el > timeout+2*time.Second {
+		t.Fatalf("stalled transfer: %d %s after %v, want 504 transfer_timeout", st, out, el)
+	}
+	waitFor(t, func() bool { return pd.p.Rooms().Live() == 0 && pd.d.eng.Stats().LiveSequences == 0 })
 }

@@ -405,10 +405,16 @@ func (d *DecodeServer) fetch(ctx context.Context, bs Bootstrap) (*Handoff, error
 	addr := bs.Addr()
 	fctx, cancel := context.WithTimeout(ctx, d.cfg.FetchTimeout)
 	defer cancel()
+	// timedOut: FetchTimeout passed, not the client's own deadline (grpc's
+	// deadline timer can fire before fctx's: context.DeadlineExceeded
+	// while fctx.Err() is still nil, which read as a cancellation, 499).
+	timedOut := func(err error) bool {
+		return ctx.Err() == nil && (fctx.Err() != nil || errors.Is(err, context.DeadlineExceeded))
+	}
 	c, err := d.conn(fctx, addr)
 	if err != nil {
 		d.failures.WithLabelValues("connect").Inc()
-		if fctx.Err() != nil && ctx.Err() == nil {
+		if timedOut(err) {
 			return nil, fmt.Errorf("%w: waited %v for room %d: connecting to %s: %v", ErrTimeout, d.cfg.FetchTimeout, bs.Room, addr, err)
 		}
 		return nil, err
@@ -419,11 +425,11 @@ func (d *DecodeServer) fetch(ctx context.Context, bs Bootstrap) (*Handoff, error
 		if errors.Is(err, ErrUnavailable) {
 			d.dropConn(addr, c)
 		}
-		if fctx.Err() != nil {
-			d.abort(bs, "decode side gave up: "+fctx.Err().Error())
-			if ctx.Err() == nil {
-				return nil, fmt.Errorf("%w: waited %v for room %d", ErrTimeout, d.cfg.FetchTimeout, bs.Room)
-			}
+		if ctx.Err() != nil {
+			d.abort(bs, "decode side gave up: "+ctx.Err().Error())
+		} else if timedOut(err) {
+			d.abort(bs, "decode side gave up: "+context.DeadlineExceeded.Error())
+			return nil, fmt.Errorf("%w: waited %v for room %d", ErrTimeout, d.cfg.FetchTimeout, bs.Room)
 		}
 		return nil, err
 	}

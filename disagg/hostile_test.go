@@ -1,9 +1,7 @@
 package disagg
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -73,23 +71,9 @@ func pdAsk(t *testing.T, pd *pdPair, port int, room uint64, body string) (*http.
 // row of the vocabulary is refused (502 transfer_failed), never sampled
 // from: short logits used to give a 200 whose first token was among the
 // few ids present, longer ones a 500 after sampling an id past the
-// vocabulary. The wire decoder refuses such a stream at its header
-// (ErrMalformed); the decode server checks handoffs of any Transport.
+// vocabulary. The decode server checks the handoffs of any Transport
+// (InProcess ones are not decoded): ErrMalformed.
 func TestDecodeRefusesLogitsOfWrongLength(t *testing.T) {
-	m := tinyModel(t)
-	id := ModelIdentity(m, "a")
-	h, err := PrefillHandoff(context.Background(), m, 1, testPrompt(20, m.Config().VocabSize), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Logits = h.Logits[:len(h.Logits)-1]
-	var buf bytes.Buffer
-	if err := WriteStream(&buf, h, id, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadStream(&buf, id, Limits{}); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "logits") {
-		t.Fatalf("stream with %d logits: %v, want ErrMalformed", len(h.Logits), err)
-	}
 	room := uint64(100)
 	for _, tc := range []struct {
 		name string
@@ -210,4 +194,41 @@ func TestDecodeFetchTimeoutBoundsStalledPeer(t *testing.T) {
 		t.Fatalf("stalled transfer: %d %s after %v, want 504 transfer_timeout", st, out, el)
 	}
 	waitFor(t, func() bool { return pd.p.Rooms().Live() == 0 && pd.d.eng.Stats().LiveSequences == 0 })
+}
+
+// earlyDeadline is a Transport whose Fetch fails with
+// context.DeadlineExceeded at once, as a *GRPCTransport's does when grpc's
+// own deadline timer fires before that of the caller's context.
+type earlyDeadline struct{}
+
+func (earlyDeadline) Serve(ctx context.Context, _ net.Listener, _ Source) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (earlyDeadline) Dial(_ context.Context, _ string, local Identity) (Conn, error) {
+	return earlyConn{local}, nil
+}
+
+type earlyConn struct{ id Identity }
+
+func (c earlyConn) Remote() Identity { return c.id }
+func (earlyConn) Fetch(context.Context, uint64) (*Handoff, error) {
+	return nil, context.DeadlineExceeded
+}
+func (earlyConn) Abort(context.Context, uint64, string) error { return nil }
+func (earlyConn) Close() error                                { return nil }
+
+// TestDecodeFetchDeadlineIsTimeout: a fetch that ends with the transport's
+// context.DeadlineExceeded before the decode server's FetchTimeout context
+// reports it is a transfer timeout (504 transfer_timeout), not the
+// client's cancellation: it was answered 499 "cancelled" (seen about one
+// run in ten of TestDecodeFetchTimeoutBoundsStalledPeer).
+func TestDecodeFetchDeadlineIsTimeout(t *testing.T) {
+	pd := startPDWith(t, PrefillConfig{}, DecodeConfig{Transport: earlyDeadline{}, FetchTimeout: time.Minute})
+	body := withFields(q391, map[string]any{"bootstrap_host": "127.0.0.1", "bootstrap_port": 1, "bootstrap_room": 5})
+	resp, out := post(t, context.Background(), pd.dURL, body)
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(out, "transfer_timeout") {
+		t.Fatalf("%d %s, want 504 transfer_timeout", resp.StatusCode, out)
+	}
 }

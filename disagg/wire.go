@@ -481,12 +481,6 @@ func (d *Decoder) header(p []byte) error {
 	if len(comps) != len(hd.Lens) {
 		return malformed("%d component lengths for %d components", len(hd.Lens), len(comps))
 	}
-	// The logits are one row of the vocabulary: the decode side samples
-	// the first token from them (shorter ones gave a token among the ids
-	// present, longer ones an id past the vocabulary).
-	if v := d.local.Vocab; v > 0 && hd.Lens[0] != int64(v) {
-		return malformed("%d logits, the vocabulary has %d", hd.Lens[0], v)
-	}
 	var total int64
 	for _, n := range hd.Lens {
 		if n < 0 {

@@ -725,6 +725,45 @@ type attemptErr struct {
 	body   []byte
 	err    error
 	blame  *Worker
+	// noWorker: no worker was left to try (the previous attempt's error,
+	// if any, is the one to answer).
+	noWorker bool
+}
+
+// writeUpstreamError answers a worker's error (status, body) to the
+// client: as it is when body is an OpenAI error object, else (a proxy's
+// HTML page, plain text, an empty body) as one with the worker's status,
+// code "upstream_error" and the start of the body in the message, so that
+// every error the client gets is OpenAI's JSON. A status below 400 (a
+// decode server's redirect, say, which the router does not follow) is
+// answered 502.
+func writeUpstreamError(w http.ResponseWriter, status int, body []byte) {
+	if status < 400 {
+		status = http.StatusBadGateway
+	}
+	var e struct {
+		Error *struct {
+			Message *string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Message != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(body)
+		return
+	}
+	typ := "internal_error"
+	if status < 500 {
+		typ = "invalid_request_error"
+	}
+	msg := fmt.Sprintf("worker answered %d %s", status, http.StatusText(status))
+	if b := strings.TrimSpace(string(body)); b != "" {
+		if len(b) > 200 {
+			b = strings.ToValidUTF8(b[:200], "") + "…"
+		}
+		msg += ": " + b
+	}
+	writeError(w, status, typ, "upstream_error", msg)
 }
 
 func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
@@ -771,6 +810,9 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		default:
 			ae = rt.attemptOne(w, r, raw, key, tried, t0, rt.polR, rt.regular)
 		}
+		if ae != nil && ae.noWorker && last != nil {
+			break // every worker tried: the client gets the last one's answer
+		}
 		last = ae
 		if ae == nil {
 			rt.requests.WithLabelValues(mode, "ok").Inc()
@@ -798,9 +840,7 @@ func (rt *Router) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	case last == nil:
 		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")
 	case last.body != nil:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(last.status)
-		w.Write(last.body)
+		writeUpstreamError(w, last.status, last.body)
 	default:
 		msg := "no healthy workers"
 		if last.err != nil {
@@ -841,7 +881,7 @@ func (rt *Router) setAuth(out, in *http.Request) {
 func (rt *Router) attemptOne(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time, pol Policy, ws []*Worker) *attemptErr {
 	wk := rt.pick(pol, ws, tried, key, nil)
 	if wk == nil {
-		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy workers left")}
+		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy workers left"), noWorker: true}
 	}
 	tried[wk] = true
 	wk.inflight.Add(1)
@@ -852,14 +892,22 @@ func (rt *Router) attemptOne(w http.ResponseWriter, r *http.Request, raw map[str
 		return &attemptErr{status: http.StatusBadGateway, err: err, blame: wk}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 500 {
-		rt.report(wk, false)
+	if resp.StatusCode >= 400 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return &attemptErr{status: resp.StatusCode, body: b, blame: wk}
+		rt.report(wk, resp.StatusCode < 500)
+		ae := &attemptErr{status: resp.StatusCode, body: b}
+		if resp.StatusCode >= 500 {
+			ae.blame = wk
+		}
+		return ae
 	}
 	rt.report(wk, true)
 	rt.stage.WithLabelValues("first_byte").Observe(time.Since(t0).Seconds())
-	if err := relay(w, resp); err != nil {
+	if sent, err := relay(w, resp); err != nil {
+		if !sent && r.Context().Err() == nil {
+			rt.report(wk, false)
+			return &attemptErr{status: http.StatusBadGateway, err: fmt.Errorf("worker %s failed before answering: %w", wk.URL, err), blame: wk}
+		}
 		return &attemptErr{status: -1, err: err}
 	}
 	return nil
@@ -872,14 +920,14 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		p = rt.pick(rt.polP, rt.prefill, nil, key, nil) // all tried: allow reuse
 	}
 	if p == nil {
-		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy prefill server")}
+		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy prefill server"), noWorker: true}
 	}
 	d := rt.pick(rt.polD, rt.decode, tried, key, p)
 	if d == nil {
 		d = rt.pick(rt.polD, rt.decode, nil, key, p)
 	}
 	if d == nil {
-		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy decode server compatible with the prefill server")}
+		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy decode server compatible with the prefill server"), noWorker: true}
 	}
 	p.inflight.Add(1)
 	d.inflight.Add(1)
@@ -997,15 +1045,23 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 	rt.stage.WithLabelValues("first_byte").Observe(time.Since(t0).Seconds())
 	var rerr error
 	var pr *pres
+	sent := true
 	if isJSON(resp) {
-		pr, rerr = relayMerged(w, resp, pch)
+		pr, sent, rerr = relayMerged(w, resp, pch)
 	} else {
-		rerr = relay(w, resp)
+		sent, rerr = relay(w, resp)
 		select {
 		case x := <-pch:
 			pr = &x
 		default:
 		}
+	}
+	if rerr != nil && !sent && r.Context().Err() == nil {
+		// The decode server failed before the client got anything: another
+		// pair may answer.
+		rt.report(d, false)
+		tried[d] = true
+		return &attemptErr{status: http.StatusBadGateway, err: fmt.Errorf("decode server %s failed before answering: %w", d.URL, rerr), blame: d}
 	}
 	if pr != nil && pr.err == nil && pr.status == http.StatusOK {
 		rt.report(p, true)
@@ -1037,25 +1093,75 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-// relay streams resp to w as it comes, flushing after every read.
-func relay(w http.ResponseWriter, resp *http.Response) error {
-	copyHeader(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
+// relay streams resp to w as it comes, flushing after every read. It
+// sends nothing, not even the status, before the first body byte (or the
+// end of an empty body), and holds a JSON body back until its end (up to
+// MaxBodyBytes; a longer one is streamed from there on), so that a worker
+// that fails before that leaves the client untouched: sent is false and
+// the caller may retry. An event stream that breaks after the client got
+// part of it ends with an OpenAI error event and [DONE], as the servers
+// end a stream that fails while it generates (a bare end of stream reads
+// as a complete answer to OpenAI's clients).
+func relay(w http.ResponseWriter, resp *http.Response) (sent bool, err error) {
 	rc := http.NewResponseController(w)
+	hold := isJSON(resp)
+	var held []byte
+	var tail []byte // the last bytes sent (at most 2)
+	write := func(b []byte) error {
+		if !sent {
+			copyHeader(w.Header(), resp.Header)
+			if hold {
+				w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			}
+			w.WriteHeader(resp.StatusCode)
+			sent = true
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		tail = append(tail, b[max(len(b)-2, 0):]...)
+		tail = tail[max(len(tail)-2, 0):]
+		_ = rc.Flush()
+		return nil
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
+			if hold && len(held)+n <= MaxBodyBytes {
+				held = append(held, buf[:n]...)
+			} else {
+				if hold {
+					hold = false
+					if werr := write(held); werr != nil {
+						return sent, werr
+					}
+				}
+				if werr := write(buf[:n]); werr != nil {
+					return sent, werr
+				}
 			}
-			_ = rc.Flush()
 		}
 		if err == io.EOF {
-			return nil
+			return true, write(held)
 		}
 		if err != nil {
-			return err
+			if sent && !errors.Is(err, context.Canceled) && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				end := "\n\n" // close a cut event first
+				if t := string(tail); strings.HasSuffix(t, "\n\n") {
+					end = ""
+				} else if strings.HasSuffix(t, "\n") {
+					end = "\n"
+				}
+				b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "the worker's stream broke: " + err.Error(),
+					"type": "internal_error", "param": nil, "code": "upstream_failed"}})
+				_, _ = io.WriteString(w, end+"data: "+string(b)+"\n\ndata: [DONE]\n\n")
+				_ = rc.Flush()
+			}
+			return sent, err
 		}
 	}
 }
@@ -1072,12 +1178,14 @@ type pres struct {
 // server's usage merged in: its usage.prompt_tokens_details (cached tokens,
 // SGLang's convention) replaces the decode side's when the prefill side
 // reports one. The decode answer's other bytes pass unchanged.
-func relayMerged(w http.ResponseWriter, resp *http.Response, pch <-chan pres) (*pres, error) {
+//
+// The answer is read whole before anything is sent: when that fails, sent
+// is false (the client got nothing).
+func relayMerged(w http.ResponseWriter, resp *http.Response, pch <-chan pres) (pr *pres, sent bool, err error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var pr *pres
 	select {
 	case x := <-pch:
 		pr = &x
@@ -1090,7 +1198,7 @@ func relayMerged(w http.ResponseWriter, resp *http.Response, pch <-chan pres) (*
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(resp.StatusCode)
 	_, err = w.Write(b)
-	return pr, err
+	return pr, true, err
 }
 
 func mergeUsage(dec, pre []byte) []byte {

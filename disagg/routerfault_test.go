@@ -1,0 +1,177 @@
+package disagg
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// first is a Picker that takes the first worker offered (the untried ones
+// in configuration order), so a test knows which worker an attempt uses.
+var first = pickerFunc(func(c []*Worker, _ string) *Worker { return c[0] })
+
+// dieAfter answers 200 with content type ct and body part, then drops the
+// connection (a worker killed while it answers).
+func dieAfter(ct, part string) func(http.ResponseWriter, map[string]json.RawMessage) {
+	return func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", ct)
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, part)
+		w.(http.Flusher).Flush()
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}
+}
+
+func answer(ct, body string) func(http.ResponseWriter, map[string]json.RawMessage) {
+	return func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		w.Header().Set("Content-Type", ct)
+		io.WriteString(w, body)
+	}
+}
+
+// openAIError reports whether b is an OpenAI error object with a message.
+func openAIError(b []byte) bool {
+	var e struct {
+		Error *struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(b, &e) == nil && e.Error != nil && e.Error.Message != "" && e.Error.Type != ""
+}
+
+const okJSON = `{"id":"ok","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
+
+const okSSE = "data: {\"id\":\"ok\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"fine\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+
+// TestRouterWorkerDiesBeforeFirstByte: a worker that dies while it answers,
+// before the router has sent the client anything, is retried on the next
+// one, and its breaker counts the failure. A non-streamed answer cut short
+// (200 and part of its JSON) used to reach the client as an empty 200 in PD
+// mode (and as the truncated JSON, status 200, in regular mode); an event
+// stream that died after its headers as an empty 200 stream.
+func TestRouterWorkerDiesBeforeFirstByte(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+		bad              func(http.ResponseWriter, map[string]json.RawMessage)
+		good             func(http.ResponseWriter, map[string]json.RawMessage)
+	}{
+		{"json", `{"messages":[]}`, okJSON, dieAfter("application/json", `{"id":"cut","choi`), answer("application/json", okJSON)},
+		{"sse", `{"messages":[],"stream":true}`, okSSE, dieAfter("text/event-stream", ""), answer("text/event-stream", okSSE)},
+	} {
+		for _, pd := range []bool{false, true} {
+			name := tc.name + "/regular"
+			if pd {
+				name = tc.name + "/pd"
+			}
+			t.Run(name, func(t *testing.T) {
+				var br, gr, pr recorder
+				bad, good := fakeServer(t, &br, tc.bad), fakeServer(t, &gr, tc.good)
+				cfg := RouterConfig{Workers: []string{bad.URL, good.URL}, Picker: first, BreakerFailures: 1}
+				if pd {
+					p := fakeServer(t, &pr, answer("application/json", `{"choices":[],"usage":{"prompt_tokens":1}}`))
+					cfg = RouterConfig{PD: true, Prefill: []PrefillWorker{{URL: p.URL, BootstrapPort: 1}}, Decode: []string{bad.URL, good.URL},
+						Picker: first, BreakerFailures: 1}
+				}
+				url := routerFor(t, cfg)
+				resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(tc.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || strings.TrimSpace(string(b)) != strings.TrimSpace(tc.want) {
+					t.Fatalf("%d %q (%v), want 200 %q", resp.StatusCode, b, err, tc.want)
+				}
+				if br.calls.Load() != 1 || gr.calls.Load() != 1 {
+					t.Fatalf("calls: dying worker %d, good one %d", br.calls.Load(), gr.calls.Load())
+				}
+				if resp, err = http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(tc.body)); err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if br.calls.Load() != 1 {
+					t.Fatal("the dying worker's breaker did not open")
+				}
+			})
+		}
+	}
+}
+
+// TestRouterMidStreamCut: a stream that breaks after the client got part
+// of it is not retried (no event twice, nothing from another worker) and
+// ends with an OpenAI error event, as the servers end a stream that fails
+// while it generates: the client used to see a clean end of stream,
+// without [DONE] or any error, which OpenAI's clients take for a complete
+// answer.
+func TestRouterMidStreamCut(t *testing.T) {
+	for _, part := range []string{"data: {\"id\":\"a\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n", "data: {\"id\":\"a\",\"mo"} {
+		var br, gr recorder
+		bad, good := fakeServer(t, &br, dieAfter("text/event-stream", part)), fakeServer(t, &gr, answer("text/event-stream", okSSE))
+		url := routerFor(t, RouterConfig{Workers: []string{bad.URL, good.URL}, Picker: first})
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		s := string(b)
+		if !strings.HasPrefix(s, part) || gr.calls.Load() != 0 {
+			t.Fatalf("cut stream %q relayed as %q; other worker called %d times", part, s, gr.calls.Load())
+		}
+		rest := s[len(part):]
+		if !strings.HasSuffix(part, "\n\n") && !strings.HasPrefix(rest, "\n\n") {
+			t.Fatalf("the cut event is not closed before the error event: %q", s)
+		}
+		events := strings.Split(strings.TrimSuffix(strings.TrimPrefix(rest, "\n\n"), "\n\n"), "\n\n")
+		if len(events) != 2 || events[1] != "data: [DONE]" {
+			t.Fatalf("after the cut: %q, want an error event and [DONE]", s[len(part):])
+		}
+		ev, ok := strings.CutPrefix(events[0], "data: ")
+		if !ok || !openAIError([]byte(ev)) {
+			t.Fatalf("after the cut: %q, want an OpenAI error event", events[0])
+		}
+	}
+}
+
+// TestRouterUpstreamErrorShape: a worker's 5xx whose body is not an OpenAI
+// error object (a proxy's HTML page, plain text, nothing) reaches the
+// client as one, with the worker's status: it used to be relayed as it
+// was, labelled application/json.
+func TestRouterUpstreamErrorShape(t *testing.T) {
+	for _, tc := range []struct {
+		status   int
+		ct, body string
+	}{
+		{http.StatusBadGateway, "text/html", "<html><body>502 Bad Gateway</body></html>"},
+		{http.StatusServiceUnavailable, "text/plain", "upstream connect error"},
+		{http.StatusInternalServerError, "", ""},
+		{http.StatusGatewayTimeout, "application/json", `{"detail":"timeout"}`},
+	} {
+		var rec recorder
+		w := fakeServer(t, &rec, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+			if tc.ct != "" {
+				w.Header().Set("Content-Type", tc.ct)
+			}
+			w.WriteHeader(tc.status)
+			io.WriteString(w, tc.body)
+		})
+		for _, cfg := range []RouterConfig{{Workers: []string{w.URL}}, {PD: true, Prefill: []PrefillWorker{{URL: w.URL, BootstrapPort: 1}}, Decode: []string{w.URL}}} {
+			url := routerFor(t, cfg)
+			resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !openAIError(b) || resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("PD %v: worker's %d %q reached the client as %d %q (%s)", cfg.PD, tc.status, tc.body, resp.StatusCode, b, resp.Header.Get("Content-Type"))
+			}
+		}
+	}
+}

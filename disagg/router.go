@@ -1030,9 +1030,14 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 			// the request: the client's error, not a worker's.
 			return &attemptErr{status: pr.status, body: pr.body}
 		}
-		// A transfer failure is the prefill side's when it failed too.
+		// A transfer failure is the prefill side's: the decode server says
+		// so (its transfer error codes), or the prefill leg failed on its
+		// own. A prefill leg that failed only because the router cancelled
+		// it (above) does not count: a decode server failing at once would
+		// otherwise open the prefill servers' breakers instead of its own.
 		blame := d
-		if pr.err != nil || (pr.status != 0 && pr.status != http.StatusOK) {
+		cancelledHere := errors.Is(pr.err, context.Canceled) && r.Context().Err() == nil
+		if transferFailure(b) || (pr.err != nil && !cancelledHere) || pr.status >= 500 {
 			blame = p
 		}
 		if resp.StatusCode >= 500 {
@@ -1071,6 +1076,25 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		return &attemptErr{status: -1, err: rerr}
 	}
 	return nil
+}
+
+// transferFailure reports whether body is a decode server's error for a
+// state it could not get from the prefill server (apiError's codes
+// transfer_failed, transfer_aborted, transfer_timeout, incompatible_peer).
+func transferFailure(body []byte) bool {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return false
+	}
+	switch e.Error.Code {
+	case "transfer_failed", "transfer_aborted", "transfer_timeout", "incompatible_peer":
+		return true
+	}
+	return false
 }
 
 // clientError reports an HTTP status that means "the request itself is bad":

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // first is a Picker that takes the first worker offered (the untried ones
@@ -173,5 +175,51 @@ func TestRouterUpstreamErrorShape(t *testing.T) {
 				t.Errorf("PD %v: worker's %d %q reached the client as %d %q (%s)", cfg.PD, tc.status, tc.body, resp.StatusCode, b, resp.Header.Get("Content-Type"))
 			}
 		}
+	}
+}
+
+// TestRouterBlamesFailingDecode: a decode server that fails at once (a
+// 5xx without touching the room) is the one its breaker counts, not the
+// prefill server whose request the router cancelled because of it. The
+// cancelled prefill leg used to count as "the prefill side failed too":
+// the prefill server's breaker opened and, with one prefill server, every
+// request got 503 for BreakerCooldown, the healthy decode server unused.
+func TestRouterBlamesFailingDecode(t *testing.T) {
+	var pr, br, gr recorder
+	// A prefill server in concurrent mode answers once the decode side has
+	// fetched the room: here, after 50 ms, unless the router gives up first.
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" {
+			b, _ := io.ReadAll(r.Body) // then a closed connection cancels r's context
+			pr.add(b)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(50 * time.Millisecond):
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":1}}`)
+			}
+		}
+	}))
+	t.Cleanup(p.Close)
+	bad := fakeServer(t, &br, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		writeError(w, http.StatusInternalServerError, "internal_error", "", "decode engine broken")
+	})
+	good := fakeServer(t, &gr, answer("application/json", okJSON))
+	url := routerFor(t, RouterConfig{PD: true, Prefill: []PrefillWorker{{URL: p.URL, BootstrapPort: 1}}, Decode: []string{bad.URL, good.URL},
+		Picker: first, BreakerFailures: 1})
+	for i := range 3 {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s (prefill calls %d, failing decode %d, good decode %d)", i, resp.StatusCode, b,
+				pr.calls.Load(), br.calls.Load(), gr.calls.Load())
+		}
+	}
+	if br.calls.Load() != 1 {
+		t.Fatalf("the failing decode server got %d requests, want 1 (its breaker open)", br.calls.Load())
 	}
 }

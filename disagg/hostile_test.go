@@ -1,16 +1,21 @@
 package disagg
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // tamperSource serves a prefill server's rooms with every handoff changed
@@ -231,4 +236,103 @@ func TestDecodeFetchDeadlineIsTimeout(t *testing.T) {
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(out, "transfer_timeout") {
 		t.Fatalf("%d %s, want 504 transfer_timeout", resp.StatusCode, out)
 	}
+}
+
+// TestCancelEveryStage: a client that goes away at any stage of a PD
+// request through the Router (before or during prefill, while the state
+// is sent, while the answer streams) leaves nothing behind: prefill rooms,
+// the decode server's room gauge, live sequences and pending handoffs, the
+// router's in-flight gauge and per-worker counts all return to 0, and the
+// pair still answers afterwards: no cancellation counts against a worker's
+// circuit breaker.
+func TestCancelEveryStage(t *testing.T) {
+	// A slow link (64 KiB frames 10 ms apart: the state and logits take
+	// about 100 ms), so a cancellation can land in the transfer.
+	pd := startPDWith(t, PrefillConfig{Transport: &GRPCTransport{ChunkBytes: 64 << 10, FrameDelay: 10 * time.Millisecond}},
+		DecodeConfig{FetchTimeout: 5 * time.Second})
+	rt, err := NewRouter(RouterConfig{PD: true, HealthInterval: -1,
+		Prefill: []PrefillWorker{{URL: pd.pURL, BootstrapPort: pd.bootPort}}, Decode: []string{pd.dURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := httptest.NewServer(rt.Handler())
+	t.Cleanup(func() { rs.Close(); rt.Close() })
+	idle := func() bool {
+		for _, w := range rt.Workers() {
+			if w.InFlight() != 0 {
+				return false
+			}
+		}
+		return pd.p.Rooms().Live() == 0 && gauge(pd.d.live) == 0 && pd.d.eng.Stats().LiveSequences == 0 &&
+			pd.d.back.nPend.Load() == 0 && gauge(rt.inflight) == 0
+	}
+	stream := withFields(q391, map[string]any{"stream": true, "max_tokens": 400, "ignore_eos": true})
+	for _, delay := range []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", rs.URL+"/v1/chat/completions", strings.NewReader(stream))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+		time.Sleep(delay)
+		cancel()
+		<-done
+		waitFor(t, idle)
+	}
+	// Cancellations are not worker failures: no breaker opened (five
+	// cancelled requests used to open the decode server's, 503 after).
+	if resp, out := post(t, context.Background(), rs.URL, withFields(q391, map[string]any{"max_tokens": 3})); resp.StatusCode != 200 {
+		t.Fatalf("after cancelled requests: %d %s", resp.StatusCode, out)
+	}
+	// During the transfer: cancel once the prefill side is sending.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", rs.URL+"/v1/chat/completions", strings.NewReader(stream))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, func() bool { return pd.p.Rooms().Counts()[RoomTransferring] == 1 })
+	cancel()
+	<-done
+	waitFor(t, idle)
+	// While the answer streams: cancel after the first event.
+	ctx, cancel = context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, "POST", rs.URL+"/v1/chat/completions", strings.NewReader(stream))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: {") {
+		t.Fatalf("first event %q: %v", line, err)
+	}
+	if pd.d.eng.Stats().LiveSequences != 1 {
+		t.Fatalf("%d live sequences while streaming", pd.d.eng.Stats().LiveSequences)
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, idle)
+	// The pair still answers.
+	resp2, out := post(t, context.Background(), rs.URL, q391)
+	if resp2.StatusCode != 200 || parseChat(t, out).summary() != "C:391|F:stop" {
+		t.Fatalf("after the cancellations: %d %s", resp2.StatusCode, out)
+	}
+	waitFor(t, idle)
+}
+
+// gauge reads g's value.
+func gauge(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if g.Write(&m) != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
 }

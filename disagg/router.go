@@ -888,6 +888,9 @@ func (rt *Router) attemptOne(w http.ResponseWriter, r *http.Request, raw map[str
 	defer wk.inflight.Add(-1)
 	resp, err := rt.send(r.Context(), r, wk, r.URL.Path, patch(raw, nil))
 	if err != nil {
+		if r.Context().Err() != nil {
+			return clientGone(r)
+		}
 		rt.report(wk, false)
 		return &attemptErr{status: http.StatusBadGateway, err: err, blame: wk}
 	}
@@ -946,6 +949,9 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		pb := patch(raw, map[string]any{"stream": false}, "stream_options")
 		resp, err := rt.send(ctx, r, p, "/v1/chat/completions", pb)
 		if err != nil {
+			if r.Context().Err() != nil {
+				return clientGone(r)
+			}
 			rt.report(p, false)
 			tried[p] = true
 			return &attemptErr{status: http.StatusBadGateway, err: err, blame: p}
@@ -954,6 +960,9 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		resp.Body.Close()
 		rt.stage.WithLabelValues("prefill").Observe(time.Since(t0).Seconds())
 		if resp.StatusCode != http.StatusOK {
+			if r.Context().Err() != nil {
+				return clientGone(r)
+			}
 			if resp.StatusCode >= 500 {
 				rt.report(p, false)
 				tried[p] = true
@@ -1016,6 +1025,9 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		if clientError(pr.status) {
 			return &attemptErr{status: pr.status, body: pr.body}
 		}
+		if r.Context().Err() != nil {
+			return clientGone(r)
+		}
 		rt.report(d, false)
 		tried[d] = true
 		return &attemptErr{status: http.StatusBadGateway, err: err, blame: d}
@@ -1035,8 +1047,11 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		// own. A prefill leg that failed only because the router cancelled
 		// it (above) does not count: a decode server failing at once would
 		// otherwise open the prefill servers' breakers instead of its own.
+		if r.Context().Err() != nil {
+			return clientGone(r)
+		}
 		blame := d
-		cancelledHere := errors.Is(pr.err, context.Canceled) && r.Context().Err() == nil
+		cancelledHere := errors.Is(pr.err, context.Canceled)
 		if transferFailure(b) || (pr.err != nil && !cancelledHere) || pr.status >= 500 {
 			blame = p
 		}
@@ -1076,6 +1091,14 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		return &attemptErr{status: -1, err: rerr}
 	}
 	return nil
+}
+
+// clientGone is the outcome of an attempt whose client went away: no
+// worker is blamed. A client hanging up used to count as a failure of the
+// worker its request was on, so that three cancelled requests (a user
+// stopping generation) opened a healthy worker's circuit breaker.
+func clientGone(r *http.Request) *attemptErr {
+	return &attemptErr{status: 499, err: r.Context().Err()}
 }
 
 // transferFailure reports whether body is a decode server's error for a

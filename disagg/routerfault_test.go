@@ -1,11 +1,13 @@
 package disagg
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -221,5 +223,50 @@ func TestRouterBlamesFailingDecode(t *testing.T) {
 	}
 	if br.calls.Load() != 1 {
 		t.Fatalf("the failing decode server got %d requests, want 1 (its breaker open)", br.calls.Load())
+	}
+}
+
+// TestRouterClientCancelNotAFailure: in regular mode too, a client that
+// hangs up while a worker works on its request does not count against the
+// worker's circuit breaker (with BreakerFailures 1, one cancellation used
+// to open it: the next request got 503).
+func TestRouterClientCancelNotAFailure(t *testing.T) {
+	var calls atomic.Int64
+	started := make(chan struct{}, 1)
+	w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		io.ReadAll(r.Body)
+		if calls.Add(1) == 1 {
+			started <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, okJSON)
+	}))
+	t.Cleanup(w.Close)
+	url := routerFor(t, RouterConfig{Workers: []string{w.URL}, BreakerFailures: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(`{"messages":[]}`))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	cancel()
+	<-done
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after a cancelled request: %d %s", resp.StatusCode, b)
 	}
 }

@@ -2,7 +2,9 @@ package disagg
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -335,4 +337,126 @@ func gauge(g prometheus.Gauge) float64 {
 		return -1
 	}
 	return m.GetGauge().GetValue()
+}
+
+// TestDecodeRefusesInconsistentState: a state for another sequence length
+// than the handoff declares, a window one row short, another room's state
+// or another prompt's are refused with a 5xx OpenAI error (502
+// transfer_failed for a state that does not fit, 500 for a prompt the
+// decode side did not compute), on both transports, and leave nothing
+// behind.
+func TestDecodeRefusesInconsistentState(t *testing.T) {
+	room := uint64(200)
+	for _, tc := range []struct {
+		name   string
+		f      func(*Handoff)
+		status int
+		code   string
+	}{
+		{"position", func(h *Handoff) { h.State.Position-- }, http.StatusBadGateway, "transfer_failed"},
+		{"short window", func(h *Handoff) {
+			l := &h.State.Layers[0]
+			l.Window = l.Window[:len(l.Window)-1]
+		}, http.StatusBadGateway, "transfer_failed"},
+		{"shorter prompt and position", func(h *Handoff) {
+			h.Prompt = h.Prompt[:len(h.Prompt)-1]
+			h.State.Position--
+		}, http.StatusInternalServerError, "disagree"},
+		{"other prompt", func(h *Handoff) { h.Prompt[0] ^= 1 }, http.StatusInternalServerError, "disagree"},
+	} {
+		for _, tr := range []Transport{&GRPCTransport{}, &InProcess{}} {
+			t.Run(fmt.Sprintf("%s/%T", tc.name, tr), func(t *testing.T) {
+				pd, port := startTampered(t, tr, tc.f)
+				room++
+				resp, out := pdAsk(t, pd, port, room, q391)
+				if resp.StatusCode != tc.status || !strings.Contains(out, tc.code) || !strings.HasPrefix(out, `{"error":{`) {
+					t.Fatalf("decode answered %d %s, want %d %s", resp.StatusCode, out, tc.status, tc.code)
+				}
+				waitFor(t, func() bool {
+					return pd.p.Rooms().Live() == 0 && pd.d.eng.Stats().LiveSequences == 0 && pd.d.back.nPend.Load() == 0 && gauge(pd.d.live) == 0
+				})
+			})
+		}
+	}
+}
+
+// flipListener's connections flip one bit of the byte at offset at of
+// what they write (a link that corrupts data under TCP's checksum).
+type flipListener struct {
+	net.Listener
+	at int64
+}
+
+func (l flipListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &flipConn{Conn: c, at: l.at}, nil
+}
+
+type flipConn struct {
+	net.Conn
+	mu  sync.Mutex
+	off int64
+	at  int64
+}
+
+func (c *flipConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	if i := c.at - c.off; i >= 0 && i < int64(len(b)) {
+		b = bytes.Clone(b)
+		b[i] ^= 0x10
+	}
+	c.off += int64(len(b))
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+// otherWeights serves rooms under an identity whose weights fingerprint
+// differs (same config: a checkpoint fine-tuned from the same base).
+type otherWeights struct{ *Rooms }
+
+func (s otherWeights) Identity() Identity {
+	id := s.Rooms.Identity()
+	id.Weights = "0" + id.Weights[1:]
+	return id
+}
+
+// TestTransportHostilePeer: a gRPC peer serving other weights is refused
+// at the handshake (ErrIncompatible); a stream corrupted in flight fails
+// with a typed error (a checksum, framing or transport one), never a
+// wrong state, and its room is freed on both sides.
+func TestTransportHostilePeer(t *testing.T) {
+	ctx := context.Background()
+	m := tinyModel(t)
+	id := ModelIdentity(m, "a")
+	tr := &GRPCTransport{}
+	if _, err := tr.Dial(ctx, serve(t, tr, listen(t), otherWeights{NewRooms(id)}), id); !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "weights") {
+		t.Fatalf("peer with other weights: %v, want ErrIncompatible naming the weights", err)
+	}
+	h, err := PrefillHandoff(ctx, m, 1, testPrompt(30, m.Config().VocabSize), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range []int64{h.Bytes() / 3, h.Bytes() / 2, h.Bytes() - 4096} {
+		rooms := NewRooms(id)
+		conn, err := tr.Dial(ctx, serve(t, tr, flipListener{listen(t), at}, rooms), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		room := uint64(10 + i)
+		rooms.Open(room)
+		hh := *h
+		rooms.Put(room, &hh)
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		got, err := conn.Fetch(fctx, room)
+		cancel()
+		if got != nil || !(errors.Is(err, ErrChecksum) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnavailable)) {
+			t.Fatalf("bit flipped at %d of %d: %v, %v", at, h.Bytes(), got != nil, err)
+		}
+		t.Logf("bit flipped at %d of %d: %v", at, h.Bytes(), err)
+		conn.Close()
+		waitFor(t, func() bool { return rooms.Live() == 0 })
+	}
 }

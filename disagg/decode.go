@@ -422,8 +422,8 @@ func (d *DecodeServer) fetch(ctx context.Context, bs Bootstrap) (*Handoff, error
 	h, err := c.Fetch(fctx, bs.Room)
 	if err != nil {
 		d.failures.WithLabelValues("fetch").Inc()
-		if errors.Is(err, ErrUnavailable) {
-			d.dropConn(addr, c)
+		if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrIncompatible) {
+			d.dropConn(addr, c) // the next request dials and runs the handshake again
 		}
 		if ctx.Err() != nil {
 			d.abort(bs, "decode side gave up: "+ctx.Err().Error())

@@ -460,3 +460,48 @@ func TestTransportHostilePeer(t *testing.T) {
 		waitFor(t, func() bool { return rooms.Live() == 0 })
 	}
 }
+
+// TestPeerRestartedWithOtherWeights: a decode side's connection outlives
+// the prefill process it handshook with: grpc reconnects to whatever
+// serves the address next. A prefill server restarted there with other
+// weights of the same config (a new fine-tune) had its states accepted,
+// the handshake never run again: only the config fingerprint was checked
+// per fetch. Fetch now sends the weights fingerprint too and the prefill
+// side refuses a mismatch (ErrIncompatible); the decode server drops such
+// a connection, so the next request runs the handshake again.
+func TestPeerRestartedWithOtherWeights(t *testing.T) {
+	ctx := context.Background()
+	m := tinyModel(t)
+	id := ModelIdentity(m, "a")
+	tr := &GRPCTransport{}
+	lis := listen(t)
+	addr := lis.Addr().String()
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Serve(sctx, lis, NewRooms(id)) }()
+	conn, err := tr.Dial(ctx, addr, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stop()
+	<-done
+	// The "restarted" prefill server, same address, other weights.
+	lis2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("port %s not reusable: %v", addr, err)
+	}
+	rooms := NewRooms(id)
+	serve(t, tr, lis2, otherWeights{rooms})
+	h, err := PrefillHandoff(ctx, m, 1, testPrompt(10, m.Config().VocabSize), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms.Open(1)
+	rooms.Put(1, h)
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if got, err := conn.Fetch(fctx, 1); got != nil || !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("fetch from a peer with other weights: %v, %v; want ErrIncompatible", got != nil, err)
+	}
+}

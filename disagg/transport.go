@@ -257,7 +257,12 @@ func (*grpcServer) isBootstrap() {}
 type fetchReq struct {
 	Room   uint64 `json:"room"`
 	Config string `json:"config"`
-	Reason string `json:"reason,omitempty"`
+	// Weights is the decode side's weights fingerprint: a Fetch may reach
+	// another process than the one the handshake checked (grpc reconnects
+	// to whatever serves the address after a restart), so the prefill side
+	// checks it again with the config. Empty (an older peer): not checked.
+	Weights string `json:"weights,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 var bootstrapDesc = grpc.ServiceDesc{
@@ -311,8 +316,10 @@ func (s *grpcServer) fetch(st grpc.ServerStream) error {
 	if err := json.Unmarshal(in.b, &r); err != nil {
 		return status.Error(codes.Internal, "malformed fetch request: "+err.Error()) // InvalidArgument means a rejected request
 	}
-	if r.Config != s.src.Identity().Config {
+	if mine := s.src.Identity(); r.Config != mine.Config {
 		return status.Error(codes.FailedPrecondition, "config fingerprint differs")
+	} else if r.Weights != "" && r.Weights != mine.Weights {
+		return status.Error(codes.FailedPrecondition, "weights fingerprint differs (the prefill server changed since the handshake)")
 	}
 	ctx := st.Context()
 	h, done, err := s.src.Take(ctx, r.Room)
@@ -514,7 +521,7 @@ func (c *grpcConn) fetch(ctx context.Context, id uint64) (*Handoff, error) {
 	if err != nil {
 		return nil, fromStatus(err)
 	}
-	b, _ := json.Marshal(fetchReq{Room: id, Config: c.local.Config})
+	b, _ := json.Marshal(fetchReq{Room: id, Config: c.local.Config, Weights: c.local.Weights})
 	if err := st.SendMsg(&rawMsg{b: b}); err != nil {
 		return nil, fromStatus(err)
 	}

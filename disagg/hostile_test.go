@@ -242,7 +242,8 @@ func TestDecodeFetchDeadlineIsTimeout(t *testing.T) {
 
 // TestCancelEveryStage: a client that goes away at any stage of a PD
 // request through the Router (before or during prefill, while the state
-// is sent, while the answer streams) leaves nothing behind: prefill rooms,
+// is sent, while the answer streams) leaves nothing behind: prefill rooms
+// (and their gauge, every state),
 // the decode server's room gauge, live sequences and pending handoffs, the
 // router's in-flight gauge and per-worker counts all return to 0, and the
 // pair still answers afterwards: no cancellation counts against a worker's
@@ -262,6 +263,11 @@ func TestCancelEveryStage(t *testing.T) {
 	idle := func() bool {
 		for _, w := range rt.Workers() {
 			if w.InFlight() != 0 {
+				return false
+			}
+		}
+		for st := RoomBootstrapping; st < RoomSuccess; st++ {
+			if gauge(pd.p.roomGauge.WithLabelValues(st.String())) != 0 {
 				return false
 			}
 		}

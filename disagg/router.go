@@ -337,7 +337,7 @@ func (rt *Router) CheckHealth(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, reason := rt.probe(ctx, w)
+			ok, reason, misconfigured := rt.probe(ctx, w)
 			w.mu.Lock()
 			if ok {
 				w.healthFails = 0
@@ -345,7 +345,7 @@ func (rt *Router) CheckHealth(ctx context.Context) {
 			} else {
 				w.healthFails++
 				w.reason = reason
-				if w.healthFails >= rt.cfg.HealthFailures {
+				if w.healthFails >= rt.cfg.HealthFailures || misconfigured {
 					w.healthy = false
 				}
 			}
@@ -395,7 +395,10 @@ func (rt *Router) checkCompat(ws, peers []*Worker) {
 	}
 }
 
-func (rt *Router) probe(ctx context.Context, w *Worker) (bool, string) {
+// probe checks w once: ok, or why not. misconfigured means the answer
+// will not change by itself (a server of another role than w's): the
+// worker is unhealthy at once, whatever HealthFailures says.
+func (rt *Router) probe(ctx context.Context, w *Worker) (ok bool, reason string, misconfigured bool) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	get := func(path string) (*http.Response, error) {
@@ -404,26 +407,32 @@ func (rt *Router) probe(ctx context.Context, w *Worker) (bool, string) {
 	}
 	resp, err := get("/health")
 	if err != nil {
-		return false, err.Error()
+		return false, err.Error(), false
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return false, "health status " + resp.Status
+		return false, "health status " + resp.Status, false
 	}
 	if w.Role == "regular" {
-		return true, ""
+		return true, "", false
 	}
 	resp, err = get("/server_info")
 	if err != nil {
-		return false, err.Error()
+		return false, err.Error(), false
 	}
 	defer resp.Body.Close()
 	var info struct {
+		Role          string    `json:"role"`
 		Identity      *Identity `json:"identity"`
 		BootstrapPort int       `json:"bootstrap_port"`
 	}
 	if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&info) == nil {
+		if info.Role != "" && info.Role != w.Role {
+			// --prefill and --decode swapped, or both naming one server:
+			// its requests would wait for a transfer that never comes.
+			return false, fmt.Sprintf("role mismatch: configured as a %s server, /server_info says %q", w.Role, info.Role), true
+		}
 		w.mu.Lock()
 		w.identity = info.Identity
 		if w.Role == "prefill" && w.BootstrapPort == 0 {
@@ -431,7 +440,7 @@ func (rt *Router) probe(ctx context.Context, w *Worker) (bool, string) {
 		}
 		w.mu.Unlock()
 	}
-	return true, ""
+	return true, "", false
 }
 
 // report feeds a request outcome into w's circuit breaker.

@@ -270,3 +270,33 @@ func TestRouterClientCancelNotAFailure(t *testing.T) {
 		t.Fatalf("after a cancelled request: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestRouterRoleSwap: an operator who swaps --prefill and --decode (or
+// points both at one role) gets workers reported unhealthy by the health
+// check at once (not after HealthFailures checks: it will not pass by
+// itself), with a reason naming the role the server says it has, and a 503
+// at once. Requests used to go through: the decode leg on the prefill
+// server waited for a fetch that never came, until its lease (30 s by
+// default), three attempts in a row.
+func TestRouterRoleSwap(t *testing.T) {
+	pd := startPDWith(t, PrefillConfig{}, DecodeConfig{FetchTimeout: 2 * time.Second})
+	rt, err := NewRouter(RouterConfig{PD: true, HealthInterval: time.Hour,
+		Prefill: []PrefillWorker{{URL: pd.dURL}}, Decode: []string{pd.pURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := httptest.NewServer(rt.Handler())
+	t.Cleanup(func() { rs.Close(); rt.Close() })
+	for _, w := range rt.Workers() {
+		w.mu.Lock()
+		healthy, reason := w.healthy, w.reason
+		w.mu.Unlock()
+		if healthy || !strings.Contains(reason, "role") {
+			t.Errorf("%s worker %s: healthy %v, reason %q; want unhealthy, the reason naming the role", w.Role, w.URL, healthy, reason)
+		}
+	}
+	resp, out := post(t, context.Background(), rs.URL, q391)
+	if resp.StatusCode != http.StatusServiceUnavailable || !openAIError([]byte(out)) {
+		t.Fatalf("request through swapped roles: %d %s", resp.StatusCode, out)
+	}
+}

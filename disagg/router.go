@@ -154,8 +154,11 @@ type PrefillWorker struct {
 // chat_template_kwargs, unknown fields) keeps its raw JSON value (numbers,
 // escapes and key order inside it untouched; only whitespace between the
 // top-level fields may change as the object is re-serialized).
-// Responses are streamed through as they come (SSE included). Retries
-// happen only before the first response byte.
+// Responses are streamed through as they come (SSE included; a JSON
+// answer is held until its end, up to MaxBodyBytes). Retries happen only
+// before the first response byte reaches the client; a stream cut after
+// that ends with an OpenAI error event. Every error the client gets is an
+// OpenAI error object (a worker's other error bodies are wrapped in one).
 type Router struct {
 	cfg     RouterConfig
 	regular []*Worker

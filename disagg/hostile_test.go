@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
 )
 
 // tamperSource serves a prefill server's rooms with every handoff changed
@@ -509,5 +510,43 @@ func TestPeerRestartedWithOtherWeights(t *testing.T) {
 	defer cancel()
 	if got, err := conn.Fetch(fctx, 1); got != nil || !errors.Is(err, ErrIncompatible) {
 		t.Fatalf("fetch from a peer with other weights: %v, %v; want ErrIncompatible", got != nil, err)
+	}
+}
+
+// TestFetchRefusesHugeFrame: a peer (with the right identity) whose Fetch
+// sends one message larger than MaxFrameBytes (its length prefix claiming
+// more than a frame can hold) is refused with ErrTooLarge, a typed error
+// wrapping ErrMalformed (502 transfer_failed), before the message is
+// read; it was an untyped "remote error ResourceExhausted" (500).
+func TestFetchRefusesHugeFrame(t *testing.T) {
+	ctx := context.Background()
+	m := tinyModel(t)
+	id := ModelIdentity(m, "a")
+	desc := bootstrapDesc
+	desc.Streams = []grpc.StreamDesc{{StreamName: "Fetch", ServerStreams: true, Handler: func(_ any, st grpc.ServerStream) error {
+		var in rawMsg
+		if err := st.RecvMsg(&in); err != nil {
+			return err
+		}
+		return st.SendMsg(&rawMsg{b: make([]byte, MaxFrameBytes+frameOverhead+1)})
+	}}}
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.MaxSendMsgSize(1<<30))
+	gs.RegisterService(&desc, &grpcServer{t: &GRPCTransport{}, src: NewRooms(id)})
+	lis := listen(t)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn, err := (&GRPCTransport{}).Dial(ctx, lis.Addr().String(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = conn.Fetch(fctx, 1)
+	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a %d-byte frame: %v, want ErrTooLarge", MaxFrameBytes+frameOverhead+1, err)
+	}
+	if e := apiError(err); e.Status != http.StatusBadGateway || e.Code != "transfer_failed" {
+		t.Fatalf("%v answered %d %s", err, e.Status, e.Code)
 	}
 }

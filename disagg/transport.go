@@ -552,6 +552,10 @@ func (c *grpcConn) fetch(ctx context.Context, id uint64) (*Handoff, error) {
 			}
 			if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable && d.hd != nil {
 				return nil, fmt.Errorf("%w: %w after %d bytes: %s", ErrUnavailable, ErrTruncated, d.off, st.Message())
+			} else if ok && st.Code() == codes.ResourceExhausted {
+				// grpc refused a message over MaxCallRecvMsgSize (a frame
+				// over MaxFrameBytes) from its length prefix, unread.
+				return nil, fmt.Errorf("%w: a frame over %d bytes after %d data bytes: %s", ErrTooLarge, MaxFrameBytes, d.off, st.Message())
 			}
 			return nil, fromStatus(err)
 		}

@@ -550,3 +550,22 @@ func TestFetchRefusesHugeFrame(t *testing.T) {
 		t.Fatalf("%v answered %d %s", err, e.Status, e.Code)
 	}
 }
+
+// TestDialOtherGRPCService: a bootstrap port that is some other gRPC
+// server (an operator's wrong port) is ErrIncompatible at Dial, a typed
+// error (502 incompatible_peer from a decode server); it was an untyped
+// "remote error Unimplemented" (500).
+func TestDialOtherGRPCService(t *testing.T) {
+	gs := grpc.NewServer()
+	lis := listen(t)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	id := ModelIdentity(tinyModel(t), "a")
+	_, err := (&GRPCTransport{}).Dial(context.Background(), lis.Addr().String(), id)
+	if !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("dial of another gRPC service: %v, want ErrIncompatible", err)
+	}
+	if e := apiError(err); e.Status != http.StatusBadGateway {
+		t.Fatalf("%v answered %d", err, e.Status)
+	}
+}

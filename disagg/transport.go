@@ -391,10 +391,12 @@ func fromStatus(err error) error {
 		return fmt.Errorf("%w (remote: %s)", ErrIncompatible, msg)
 	case codes.Canceled:
 		return context.Canceled
+	case codes.Unimplemented: // not our bootstrap service (another gRPC server, another version)
+		return fmt.Errorf("%w: the peer does not serve %s: %s", ErrIncompatible, serviceName, msg)
 	case codes.Unavailable, codes.Internal, codes.Unknown:
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	}
-	return fmt.Errorf("disagg: remote error %s: %s", st.Code(), msg)
+	return fmt.Errorf("%w: remote error %s: %s", ErrUnavailable, st.Code(), msg) // typed: a 502, not a 500
 }
 
 // Serve runs the bootstrap gRPC service for src on lis until ctx ends.

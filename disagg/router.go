@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
 )
 
@@ -184,7 +185,10 @@ type Router struct {
 }
 
 // NewRouter builds a router and starts its health checks (stop them with
-// Close).
+// Close). A configuration that could only fail request by request is an
+// error wrapping dsv4.ErrInvalidParams: a worker URL that is not
+// http(s)://host[:port], a bootstrap port outside 0..65535, Workers in PD
+// mode or Prefill/Decode in regular mode (they would be ignored).
 func NewRouter(cfg RouterConfig) (*Router, error) {
 	var err error
 	if cfg.MaxBodyBytes, err = bodyLimit("RouterConfig.MaxBodyBytes", cfg.MaxBodyBytes); err != nil {
@@ -218,10 +222,22 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	}
 	mk := func(u, role string, port int) (*Worker, error) {
 		pu, err := url.Parse(strings.TrimRight(u, "/"))
-		if err != nil || pu.Host == "" {
-			return nil, fmt.Errorf("disagg: bad worker URL %q", u)
+		if err != nil || pu.Host == "" || (pu.Scheme != "http" && pu.Scheme != "https") {
+			return nil, fmt.Errorf("%w: disagg: bad %s worker URL %q (want http://host:port)", dsv4.ErrInvalidParams, role, u)
+		}
+		if port < 0 || port > 65535 {
+			return nil, fmt.Errorf("%w: disagg: bootstrap port %d of %s outside 0..65535 (0: learned from /server_info)", dsv4.ErrInvalidParams, port, u)
 		}
 		return &Worker{URL: strings.TrimRight(u, "/"), Role: role, BootstrapPort: port, host: pu.Hostname(), healthy: true}, nil
+	}
+	// A server list of the other mode would be ignored: refuse it.
+	switch {
+	case cfg.PD && len(cfg.Workers) > 0:
+		return nil, fmt.Errorf("%w: disagg: RouterConfig.Workers (--worker-urls) is regular mode's; PD mode takes Prefill and Decode", dsv4.ErrInvalidParams)
+	case !cfg.PD && len(cfg.Prefill) > 0:
+		return nil, fmt.Errorf("%w: disagg: RouterConfig.Prefill is PD mode's (set PD); regular mode takes Workers", dsv4.ErrInvalidParams)
+	case !cfg.PD && len(cfg.Decode) > 0:
+		return nil, fmt.Errorf("%w: disagg: RouterConfig.Decode is PD mode's (set PD); regular mode takes Workers", dsv4.ErrInvalidParams)
 	}
 	if cfg.PD {
 		if len(cfg.Prefill) == 0 || len(cfg.Decode) == 0 {

@@ -3,6 +3,7 @@ package disagg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dsv4go/dsv4go/dsv4"
 )
 
 // first is a Picker that takes the first worker offered (the untried ones
@@ -298,5 +301,37 @@ func TestRouterRoleSwap(t *testing.T) {
 	resp, out := post(t, context.Background(), rs.URL, q391)
 	if resp.StatusCode != http.StatusServiceUnavailable || !openAIError([]byte(out)) {
 		t.Fatalf("request through swapped roles: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestNewRouterRefusesMisconfig: configurations that could only fail
+// request by request are refused by NewRouter with an error wrapping
+// dsv4.ErrInvalidParams that names the setting: regular workers given in
+// PD mode (they were ignored) or prefill/decode servers in regular mode, a
+// worker URL that is not http(s) (every request failed "unsupported
+// protocol scheme"), a bootstrap port outside 0..65535.
+func TestNewRouterRefusesMisconfig(t *testing.T) {
+	p := []PrefillWorker{{URL: "http://127.0.0.1:1"}}
+	d := []string{"http://127.0.0.1:2"}
+	for _, tc := range []struct {
+		cfg  RouterConfig
+		want string
+	}{
+		{RouterConfig{PD: true, Prefill: p, Decode: d, Workers: []string{"http://127.0.0.1:3"}}, "Workers"},
+		{RouterConfig{Workers: []string{"http://127.0.0.1:3"}, Decode: d}, "Decode"},
+		{RouterConfig{Workers: []string{"http://127.0.0.1:3"}, Prefill: p}, "Prefill"},
+		{RouterConfig{Workers: []string{"ftp://127.0.0.1:3"}}, "ftp"},
+		{RouterConfig{PD: true, Prefill: p, Decode: []string{"127.0.0.1:2"}}, "127.0.0.1:2"},
+		{RouterConfig{PD: true, Prefill: []PrefillWorker{{URL: "http://127.0.0.1:1", BootstrapPort: 70000}}, Decode: d}, "70000"},
+		{RouterConfig{PD: true, Prefill: []PrefillWorker{{URL: "http://127.0.0.1:1", BootstrapPort: -1}}, Decode: d}, "-1"},
+	} {
+		tc.cfg.HealthInterval = -1
+		rt, err := NewRouter(tc.cfg)
+		if err == nil {
+			rt.Close()
+		}
+		if !errors.Is(err, dsv4.ErrInvalidParams) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an ErrInvalidParams naming %q", tc.cfg, err, tc.want)
+		}
 	}
 }

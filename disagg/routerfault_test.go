@@ -1,12 +1,14 @@
 package disagg
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -333,5 +335,86 @@ func TestNewRouterRefusesMisconfig(t *testing.T) {
 		if !errors.Is(err, dsv4.ErrInvalidParams) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an ErrInvalidParams naming %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestRouterNoGoroutineLeak: requests that fail every way the tests above
+// make them fail (a decode server dying mid-answer, a stream cut, a decode
+// server failing while the prefill leg waits, a client leaving mid-stream)
+// leave no goroutine behind in the router once they are answered.
+func TestRouterNoGoroutineLeak(t *testing.T) {
+	var pr, ar, br, cr recorder
+	prefillWait := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" {
+			b, _ := io.ReadAll(r.Body)
+			pr.add(b)
+			<-r.Context().Done()
+		}
+	}))
+	t.Cleanup(prefillWait.Close)
+	cutJSON := fakeServer(t, &ar, dieAfter("application/json", `{"id":"cut"`))
+	cutSSE := fakeServer(t, &br, dieAfter("text/event-stream", "data: {\"id\":\"a\"}\n\n"))
+	fail := fakeServer(t, &cr, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+		writeError(w, http.StatusInternalServerError, "internal_error", "", "broken")
+	})
+	// A decode server that streams one event, then generates until its
+	// client (the router) goes away.
+	slowSSE := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"s\"}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(slowSSE.Close)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	newRouter := func(decode ...string) *httptest.Server {
+		rt, err := NewRouter(RouterConfig{PD: true, HealthInterval: -1, Client: client, BreakerFailures: 1000,
+			Prefill: []PrefillWorker{{URL: prefillWait.URL, BootstrapPort: 1}}, Decode: decode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := httptest.NewServer(rt.Handler())
+		t.Cleanup(func() { s.Close(); rt.Close() })
+		return s
+	}
+	routers := []*httptest.Server{newRouter(cutJSON.URL), newRouter(cutSSE.URL), newRouter(fail.URL), newRouter(slowSSE.URL)}
+	runtime.GC()
+	time.Sleep(20 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for range 3 {
+		for i, rs := range routers {
+			body := `{"messages":[],"stream":true}`
+			if i == 0 || i == 2 {
+				body = `{"messages":[]}`
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "POST", rs.URL+"/v1/chat/completions", strings.NewReader(body))
+			resp, err := cl.Do(req)
+			if err == nil {
+				if i == 3 { // leave after the first event
+					bufio.NewReader(resp.Body).ReadString('\n')
+				} else {
+					io.ReadAll(resp.Body)
+				}
+				resp.Body.Close()
+			}
+			cancel()
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,26 +23,32 @@ import (
 )
 
 // tamperSource serves a prefill server's rooms with every handoff changed
-// by f before it is sent: a prefill peer that has the right identity but
-// sends a state that does not fit it (a bug, a bit flip before the CRC,
-// a hostile peer).
+// by the function in f (if any) before it is sent: a prefill peer that has
+// the right identity but sends a state that does not fit it (a bug, a bit
+// flip before the CRC, a hostile peer).
 type tamperSource struct {
 	*Rooms
-	f func(*Handoff)
+	f *atomic.Pointer[func(*Handoff)]
 }
 
 func (s tamperSource) Take(ctx context.Context, id uint64) (*Handoff, func(error), error) {
 	h, done, err := s.Rooms.Take(ctx, id)
-	if err == nil {
-		s.f(h)
+	if f := s.f.Load(); err == nil && f != nil {
+		(*f)(h)
 	}
 	return h, done, err
 }
 
-// startTampered starts a prefill and a decode server whose bootstrap
-// service is tamperSource{prefill rooms, f}; it returns the pair and the
-// bootstrap port.
-func startTampered(t *testing.T, tr Transport, f func(*Handoff)) (*pdPair, int) {
+// tampered is a prefill and a decode server whose bootstrap service is a
+// tamperSource over the prefill server's rooms.
+type tampered struct {
+	pd   *pdPair
+	port int // the tamperSource's bootstrap port
+	f    *atomic.Pointer[func(*Handoff)]
+}
+
+// startTampered starts a tampered pair that moves states over tr.
+func startTampered(t *testing.T, tr Transport) tampered {
 	t.Helper()
 	pd := startPDWith(t, PrefillConfig{Transport: tr}, DecodeConfig{Transport: tr, FetchTimeout: 5 * time.Second})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,9 +57,15 @@ func startTampered(t *testing.T, tr Transport, f func(*Handoff)) (*pdPair, int) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	f := &atomic.Pointer[func(*Handoff)]{}
 	go func() { defer close(done); tr.Serve(ctx, lis, tamperSource{pd.p.Rooms(), f}) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return pd, lis.Addr().(*net.TCPAddr).Port
+	return tampered{pd, lis.Addr().(*net.TCPAddr).Port, f}
+}
+
+// tamperedPairs starts a tampered pair per transport (gRPC, in-process).
+func tamperedPairs(t *testing.T) []tampered {
+	return []tampered{startTampered(t, &GRPCTransport{}), startTampered(t, &InProcess{})}
 }
 
 // pdAsk sends body to both servers of pd in concurrent mode (room, port)
@@ -82,6 +95,7 @@ func pdAsk(t *testing.T, pd *pdPair, port int, room uint64, body string) (*http.
 // vocabulary. The decode server checks the handoffs of any Transport
 // (InProcess ones are not decoded): ErrMalformed.
 func TestDecodeRefusesLogitsOfWrongLength(t *testing.T) {
+	pairs := tamperedPairs(t) // 0: gRPC, 1: in-process
 	room := uint64(100)
 	for _, tc := range []struct {
 		name string
@@ -92,11 +106,12 @@ func TestDecodeRefusesLogitsOfWrongLength(t *testing.T) {
 		{"empty", func(h *Handoff) { h.Logits = nil }, withFields(q391, map[string]any{"temperature": 0.7, "seed": 1})},
 		{"long", func(h *Handoff) { h.Logits = append(h.Logits, 1e9) }, q391},
 	} {
-		for _, tr := range []Transport{&GRPCTransport{}, &InProcess{}} {
-			t.Run(fmt.Sprintf("%s/%T", tc.name, tr), func(t *testing.T) {
-				pd, port := startTampered(t, tr, tc.f)
+		for i, tp := range pairs {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, i), func(t *testing.T) {
+				pd := tp.pd
+				tp.f.Store(&tc.f)
 				room++
-				resp, out := pdAsk(t, pd, port, room, tc.body)
+				resp, out := pdAsk(t, pd, tp.port, room, tc.body)
 				if resp.StatusCode != http.StatusBadGateway || !strings.Contains(out, "transfer_failed") || !strings.Contains(out, "logits") {
 					t.Fatalf("decode answered %d %s, want 502 transfer_failed", resp.StatusCode, out)
 				}
@@ -353,6 +368,7 @@ func gauge(g prometheus.Gauge) float64 {
 // decode side did not compute), on both transports, and leave nothing
 // behind.
 func TestDecodeRefusesInconsistentState(t *testing.T) {
+	pairs := tamperedPairs(t) // 0: gRPC, 1: in-process
 	room := uint64(200)
 	for _, tc := range []struct {
 		name   string
@@ -371,11 +387,12 @@ func TestDecodeRefusesInconsistentState(t *testing.T) {
 		}, http.StatusInternalServerError, "disagree"},
 		{"other prompt", func(h *Handoff) { h.Prompt[0] ^= 1 }, http.StatusInternalServerError, "disagree"},
 	} {
-		for _, tr := range []Transport{&GRPCTransport{}, &InProcess{}} {
-			t.Run(fmt.Sprintf("%s/%T", tc.name, tr), func(t *testing.T) {
-				pd, port := startTampered(t, tr, tc.f)
+		for i, tp := range pairs {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, i), func(t *testing.T) {
+				pd := tp.pd
+				tp.f.Store(&tc.f)
 				room++
-				resp, out := pdAsk(t, pd, port, room, q391)
+				resp, out := pdAsk(t, pd, tp.port, room, q391)
 				if resp.StatusCode != tc.status || !strings.Contains(out, tc.code) || !strings.HasPrefix(out, `{"error":{`) {
 					t.Fatalf("decode answered %d %s, want %d %s", resp.StatusCode, out, tc.status, tc.code)
 				}

@@ -243,6 +243,10 @@ func (r *ChatRequest) validate(cc *constraintCache, cons *chatConstraints) error
 			return paramErr("continue_final_message", "the final assistant message has tool_calls: there is no text to continue")
 		}
 	}
+	if r.Tools != nil && len(r.Tools) == 0 {
+		// vLLM's check_tool_usage (and OpenAI) refuse an empty array.
+		return paramErr("tools", "must not be an empty array: give at least one tool or leave tools out")
+	}
 	names := map[string]bool{}
 	for i, t := range r.Tools {
 		if t.Type != "function" {
@@ -268,9 +272,10 @@ func (r *ChatRequest) validate(cc *constraintCache, cons *chatConstraints) error
 	}
 	mode, name := r.toolChoice()
 	switch mode {
-	case "required":
+	case "auto", "required":
+		// vLLM's check_tool_usage: any tool_choice but "none" needs tools.
 		if len(r.Tools) == 0 {
-			return paramErr("tool_choice", "\"required\" needs tools")
+			return paramErr("tool_choice", "%q needs tools", mode)
 		}
 	case "function":
 		if !names[name] {
@@ -281,6 +286,9 @@ func (r *ChatRequest) validate(cc *constraintCache, cons *chatConstraints) error
 		return paramErr("n", "must be in [1, %d], got %d", MaxChoices, *r.N)
 	}
 	if err := checkPromptLogprobsStream(r.PromptLogprobs, r.Stream); err != nil {
+		return err
+	}
+	if err := checkStreamOptions(r.StreamOptions, r.Stream); err != nil {
 		return err
 	}
 	switch strings.ToLower(r.ReasoningEffort) {

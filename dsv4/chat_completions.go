@@ -106,6 +106,9 @@ func (r *CompletionRequest) sampling(allLogits bool) (SamplingParams, error) {
 	if err := checkPromptLogprobsStream(r.PromptLogprobs, r.Stream); err != nil {
 		return SamplingParams{}, err
 	}
+	if err := checkStreamOptions(r.StreamOptions, r.Stream); err != nil {
+		return SamplingParams{}, err
+	}
 	echoed := r.Echo && r.Logprobs != nil
 	switch {
 	case r.PromptLogprobs == nil && echoed && allLogits:
@@ -211,13 +214,105 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 // null). Each TopLogprobs object holds the token itself and its
 // alternatives, keyed by their text, as vLLM's
 // _create_completion_logprobs builds it (a text shared by two tokens keeps
-// the later one's logprob, as a Python dict does); logprobs below -9999
-// (-Inf) are sent as -9999, as vLLM does.
+// the later one's logprob, as a Python dict does), in vLLM's key order
+// (TopLogprobsObject); logprobs below -9999 (-Inf) are sent as -9999, as
+// vLLM does.
 type CompletionLogprobs struct {
-	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []*float32           `json:"token_logprobs"`
-	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
-	TextOffset    []int                `json:"text_offset"`
+	Tokens        []string            `json:"tokens"`
+	TokenLogprobs []*float32          `json:"token_logprobs"`
+	TopLogprobs   []TopLogprobsObject `json:"top_logprobs"`
+	TextOffset    []int               `json:"text_offset"`
+}
+
+// TopLogprobsObject is one position's top_logprobs object in the legacy
+// completions form: token texts and their logprobs, in the order vLLM
+// writes the object's keys. vLLM builds it from its per-position logprobs
+// dict, which holds the chosen (or, for an echoed prompt, the prompt)
+// token first and then the alternatives by rank, and a Python dict keeps
+// a key's first place when a later token has the same text (the later
+// logprob wins). A Go map would be written with its keys sorted, so that
+// a client reading the object in order (a Python dict) would not find the
+// chosen token first. JSON: an object with the keys in this order; nil is
+// null.
+type TopLogprobsObject []TextLogprob
+
+// TextLogprob is one key of a TopLogprobsObject: a token's text and its
+// logprob (natural log).
+type TextLogprob struct {
+	Text    string
+	Logprob float32
+}
+
+// Get returns the logprob of text and whether o holds it.
+func (o TopLogprobsObject) Get(text string) (float32, bool) {
+	for _, e := range o {
+		if e.Text == text {
+			return e.Logprob, true
+		}
+	}
+	return 0, false
+}
+
+// set gives text the logprob lp: in its place when o holds it already (a
+// Python dict's assignment), else as a new last key.
+func (o *TopLogprobsObject) set(text string, lp float32) {
+	for i := range *o {
+		if (*o)[i].Text == text {
+			(*o)[i].Logprob = lp
+			return
+		}
+	}
+	*o = append(*o, TextLogprob{Text: text, Logprob: lp})
+}
+
+// MarshalJSON writes the object with its keys in order (nil: null).
+func (o TopLogprobsObject) MarshalJSON() ([]byte, error) {
+	if o == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	for i, e := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(e.Text)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(e.Logprob)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads an object of numbers (or null), keeping its keys'
+// order; a key seen twice keeps its first place and its last value.
+func (o *TopLogprobsObject) UnmarshalJSON(b []byte) error {
+	*o = nil
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("top_logprobs: want an object or null, got %s", jsonKind(b))
+	}
+	out := TopLogprobsObject{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return err
+		}
+		var v float32
+		if err := d.Decode(&v); err != nil {
+			return err
+		}
+		out.set(t.(string), v)
+	}
+	*o = out
+	return nil
 }
 
 // Append adds o's entries after c's (o nil: nothing).
@@ -232,12 +327,12 @@ func (c *CompletionLogprobs) Append(o *CompletionLogprobs) {
 }
 
 func newCompletionLogprobs() *CompletionLogprobs {
-	return &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+	return &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []TopLogprobsObject{}, TextOffset: []int{}}
 }
 
 // add appends one token at pos (advanced past it): its logprob (nil: null)
 // and its top_logprobs object (nil: null).
-func (c *CompletionLogprobs) add(pos *TextPos, token string, lp *float32, top map[string]float32) {
+func (c *CompletionLogprobs) add(pos *TextPos, token string, lp *float32, top TopLogprobsObject) {
 	if lp != nil {
 		v := max(*lp, -9999)
 		lp = &v
@@ -303,9 +398,9 @@ func LegacyLogprobsAt(entries []LogprobEntry, pos *TextPos) *CompletionLogprobs 
 	}
 	out := newCompletionLogprobs()
 	for _, e := range entries {
-		top := map[string]float32{e.Token: max(e.Logprob, -9999)}
+		top := TopLogprobsObject{{Text: e.Token, Logprob: max(e.Logprob, -9999)}}
 		for _, t := range e.TopLogprobs {
-			top[t.Token] = max(t.Logprob, -9999)
+			top.set(t.Token, max(t.Logprob, -9999))
 		}
 		out.add(pos, e.Token, &e.Logprob, top)
 	}
@@ -335,9 +430,9 @@ func LegacyPromptLogprobs(tokens []string, positions []PromptPosition, k int, po
 			out.add(pos, tok, nil, nil)
 			continue
 		}
-		top := map[string]float32{}
+		top := TopLogprobsObject{}
 		for _, e := range p[:min(len(p), k+1)] {
-			top[e.DecodedToken] = max(e.Logprob, -9999)
+			top.set(e.DecodedToken, max(e.Logprob, -9999))
 		}
 		out.add(pos, tok, &p[0].Logprob, top)
 	}

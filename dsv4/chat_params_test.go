@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -602,4 +603,129 @@ func bothStreams(t *testing.T, e *Engine, cr *ChatRequest, pr *CompletionRequest
 		t.Fatal(err)
 	}
 	return map[string]iter.Seq2[*ChatChunk, error]{"chat stream": cs, "completion stream": ps}
+}
+
+// TestVLLMRequestShapeChecks: the request-shape checks of vLLM's
+// ChatCompletionRequest / CompletionRequest validators are 400s naming the
+// field here too: stream_options without stream (validate_stream_options:
+// "Stream options can only be defined when `stream=True`"), an empty tools
+// array and a tool_choice other than "none" without tools
+// (check_tool_usage). The accepted forms around them stay accepted.
+func TestVLLMRequestShapeChecks(t *testing.T) {
+	e := newFakeEngine(&fakeBackend{script: scriptText("ok")}, EngineOptions{})
+	defer closeEngine(t, e)
+	const tool = `{"type":"function","function":{"name":"get","parameters":{"type":"object"}}}`
+	for _, tc := range []struct {
+		name, fields, param string // param "" = valid
+	}{
+		{"stream_options without stream", `,"stream_options":{"include_usage":true}`, "stream_options"},
+		{"stream_options with stream false", `,"stream":false,"stream_options":{"include_usage":true}`, "stream_options"},
+		{"stream_options null", `,"stream_options":null`, ""},
+		{"stream_options with stream", `,"stream":true,"stream_options":{"include_usage":true}`, ""},
+		{"tools empty", `,"tools":[]`, "tools"},
+		{"tools empty, tool_choice none", `,"tools":[],"tool_choice":"none"`, "tools"},
+		{"tools null", `,"tools":null`, ""},
+		{"tool_choice auto without tools", `,"tool_choice":"auto"`, "tool_choice"},
+		{"tool_choice none without tools", `,"tool_choice":"none"`, ""},
+		{"tool_choice null without tools", `,"tool_choice":null`, ""},
+		{"tool_choice auto with tools", `,"tools":[` + tool + `],"tool_choice":"auto"`, ""},
+	} {
+		t.Run("chat/"+tc.name, func(t *testing.T) {
+			var r ChatRequest
+			if err := json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"q"}],"max_tokens":2,"temperature":0`+tc.fields+`}`), &r); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.Chat(context.Background(), &r)
+			wantParam(t, err, tc.param)
+		})
+	}
+	for _, tc := range []struct {
+		name, fields, param string
+	}{
+		{"stream_options without stream", `,"stream_options":{"include_usage":true}`, "stream_options"},
+		{"stream_options null", `,"stream_options":null`, ""},
+		{"stream_options with stream", `,"stream":true,"stream_options":{"include_usage":true}`, ""},
+	} {
+		t.Run("completions/"+tc.name, func(t *testing.T) {
+			var r CompletionRequest
+			if err := json.Unmarshal([]byte(`{"prompt":"q","max_tokens":2,"temperature":0`+tc.fields+`}`), &r); err != nil {
+				t.Fatal(err)
+			}
+			s, err := e.CompleteStream(context.Background(), &r)
+			wantParam(t, err, tc.param)
+			if err == nil {
+				drain(t, s)
+			}
+		})
+	}
+}
+
+// TestLegacyTopLogprobsOrder: a completions top_logprobs object lists its
+// keys as vLLM's _create_completion_logprobs writes them (a Python dict
+// built from vLLM's per-position logprobs dict): the chosen token first,
+// then the alternatives by rank, a text seen twice keeping its first place
+// with the later logprob; not sorted as a Go map would be. The prompt
+// positions of echo (LegacyPromptLogprobs) keep the prompt token first,
+// then its alternatives by rank. The JSON reads back as it was written.
+func TestLegacyTopLogprobsOrder(t *testing.T) {
+	entries := []LogprobEntry{
+		{Token: "b", Logprob: -1, TopLogprobs: []TopLogprob{{Token: "b", Logprob: -1}, {Token: "a", Logprob: -2}}},
+		{Token: "z", Logprob: -5, TopLogprobs: []TopLogprob{{Token: "y", Logprob: -0.5}, {Token: "c", Logprob: -1.5}}},
+		{Token: "x", Logprob: -1, TopLogprobs: []TopLogprob{{Token: "w", Logprob: -0.5}, {Token: "x", Logprob: -1}, {Token: "w", Logprob: -3}}},
+	}
+	lp := LegacyLogprobs(entries, 0)
+	prompt := LegacyPromptLogprobs([]string{"p", "q"}, []PromptPosition{nil, {
+		{ID: 9, Logprob: -4, Rank: 3, DecodedToken: "q"},
+		{ID: 5, Logprob: -0.1, Rank: 1, DecodedToken: "m"},
+		{ID: 2, Logprob: -2, Rank: 2, DecodedToken: "e"},
+	}}, 2, nil)
+	prompt.Append(lp)
+	b, err := json.Marshal(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"top_logprobs":[null,{"q":-4,"m":-0.1,"e":-2},{"b":-1,"a":-2},{"z":-5,"y":-0.5,"c":-1.5},{"x":-1,"w":-3}]`
+	if !strings.Contains(string(b), want) {
+		t.Errorf("got %s\nwant it to contain %s", b, want)
+	}
+	var back CompletionLogprobs
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := json.Marshal(&back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b2) != string(b) {
+		t.Errorf("round trip:\n got %s\nwant %s", b2, b)
+	}
+}
+
+// TestChatDeltaRoleChunkJSON: a stream's role chunk carries "content": ""
+// beside the role, as vLLM's first chunk (DeltaMessage(role=role,
+// content="")) and OpenAI's API send it; other deltas keep only the fields
+// they set.
+func TestChatDeltaRoleChunkJSON(t *testing.T) {
+	for _, tc := range []struct {
+		d    ChatDelta
+		want string
+	}{
+		{ChatDelta{Role: "assistant"}, `{"role":"assistant","content":""}`},
+		{ChatDelta{Role: "assistant", Content: "Hi"}, `{"role":"assistant","content":"Hi"}`},
+		{ChatDelta{Content: "Hi"}, `{"content":"Hi"}`},
+		{ChatDelta{ReasoningContent: "r"}, `{"reasoning_content":"r"}`},
+		{ChatDelta{}, `{}`},
+	} {
+		b, err := json.Marshal(tc.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("%+v: got %s, want %s", tc.d, b, tc.want)
+		}
+		var back ChatDelta
+		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, tc.d) {
+			t.Errorf("%s read back as %+v (%v)", b, back, err)
+		}
+	}
 }

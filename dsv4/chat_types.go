@@ -25,7 +25,10 @@ import (
 // present and not null, must be a JSON object (OpenAI's API refuses
 // anything else; param tools[i].function.parameters); seed is an integer in
 // the int64 range (vLLM's bound); repetition_penalty, when present, must be
-// in (0, 10] (vLLM refuses <= 0).
+// in (0, 10] (vLLM refuses <= 0). As vLLM's request validators: an empty
+// tools array, a tool_choice other than "none" without tools, and
+// stream_options in a request whose Stream is false are refused (params
+// tools, tool_choice, stream_options).
 type ChatRequest struct {
 	Model    string    `json:"model,omitempty"`
 	Messages []Message `json:"messages"`
@@ -177,6 +180,18 @@ type StructuredOutputs struct {
 func checkPromptLogprobsStream(k *int, stream bool) error {
 	if k != nil && *k > 0 && stream {
 		return paramErr("prompt_logprobs", "not available when stream is true")
+	}
+	return nil
+}
+
+// checkStreamOptions refuses stream_options in a request that does not
+// stream (stream absent or false), as vLLM's validate_stream_options and
+// OpenAI's API do ("Stream options can only be defined when
+// `stream=True`"). vLLM tests the field's truthiness, so it lets an empty
+// object ({}) through; every non-null object is refused here.
+func checkStreamOptions(o *StreamOptions, stream bool) error {
+	if o != nil && !stream {
+		return paramErr("stream_options", "only allowed when stream is true")
 	}
 	return nil
 }
@@ -510,6 +525,23 @@ type ChatDelta struct {
 	Content          string          `json:"content,omitempty"`
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
 	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// MarshalJSON writes the fields d sets; a role delta without text (a
+// stream's first chunk) also carries "content": "", as vLLM's first chunk
+// (DeltaMessage(role=role, content="")) and OpenAI's API send it, so that
+// a client reading delta.content finds a string there.
+func (d ChatDelta) MarshalJSON() ([]byte, error) {
+	type fields ChatDelta // the struct tags, without this method
+	if d.Role == "" || d.Content != "" {
+		return json.Marshal(fields(d))
+	}
+	return json.Marshal(struct {
+		Role             string          `json:"role"`
+		Content          string          `json:"content"`
+		ReasoningContent string          `json:"reasoning_content,omitempty"`
+		ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
+	}{d.Role, "", d.ReasoningContent, d.ToolCalls})
 }
 
 // Empty reports whether d carries nothing (true for a nil d).

@@ -192,7 +192,7 @@ func TestPromptLogprobsChunks(t *testing.T) {
 				}
 				for j := 1; j < 3; j++ {
 					top := leg.TopLogprobs[j]
-					lp, ok := top[ch.PromptTokens[j]]
+					lp, ok := top.Get(ch.PromptTokens[j])
 					if !ok || lp != *leg.TokenLogprobs[j] || len(top) > *r.Logprobs+1 || len(top) < *r.Logprobs {
 						t.Errorf("choice %d token %d: logprob %v, top %v (logprobs %d)", i, j, *leg.TokenLogprobs[j], top, *r.Logprobs)
 					}

@@ -29,7 +29,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h: usage was printed
 			return
 		}
@@ -68,10 +68,11 @@ func argmax(x []float32) int32 {
 }
 
 // run parses args (without the program name), runs the model and writes the JSON
-// object to stdout.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// object to stdout. The usage goes to stderr (-h: flag.ErrHelp; a bad flag:
+// its error after the usage).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs.SetOutput(stderr)
 	model := fs.String("model", "", "checkpoint directory (config.json + safetensors)")
 	tokens := fs.String("tokens", "", "comma-separated input token ids")
 	prefill := fs.Int("prefill", 0, "prefill the first N tokens, then decode the rest one by one")

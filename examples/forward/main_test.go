@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
+	"io"
 	"strings"
 	"testing"
 )
@@ -14,7 +17,7 @@ func TestRun(t *testing.T) {
 	ctx := context.Background()
 	run1 := func(args ...string) (map[string]json.RawMessage, error) {
 		var out bytes.Buffer
-		if err := run(ctx, args, &out); err != nil {
+		if err := run(ctx, args, &out, io.Discard); err != nil {
 			return nil, err
 		}
 		var m map[string]json.RawMessage
@@ -74,5 +77,28 @@ func TestRun(t *testing.T) {
 		if _, err := run1(bad...); err == nil {
 			t.Errorf("%s: no error", strings.Join(bad, " "))
 		}
+	}
+}
+
+// TestHelp: -h prints the usage with every flag on stderr (it printed
+// nothing: the flag set wrote to io.Discard) and returns flag.ErrHelp,
+// which main treats as success; an unknown flag names itself and the
+// usage too.
+func TestHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, &out, &errb); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: got %v, want flag.ErrHelp", err)
+	}
+	for _, f := range []string{"-model", "-tokens", "-prefill", "-generate"} {
+		if !strings.Contains(errb.String(), f) {
+			t.Errorf("-h usage %q lacks %s", errb.String(), f)
+		}
+	}
+	if out.Len() != 0 {
+		t.Errorf("-h wrote %q on stdout", out.String())
+	}
+	errb.Reset()
+	if err := run(context.Background(), []string{"-nope"}, &out, &errb); err == nil || !strings.Contains(errb.String(), "-tokens") {
+		t.Errorf("-nope: got %v, usage %q", err, errb.String())
 	}
 }

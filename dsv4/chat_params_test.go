@@ -729,3 +729,30 @@ func TestChatDeltaRoleChunkJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenIDRangeMessage: a negative token id in stop_token_ids or
+// logit_bias is refused before the vocabulary is known (Sampling validates
+// with vocab 0); the message said "out of range [0, 0)", a range no id is
+// in. It now says what is wrong, and gives the range once it is known.
+func TestTokenIDRangeMessage(t *testing.T) {
+	for _, tc := range []struct {
+		p     SamplingParams
+		vocab int
+		param string
+		want  string
+	}{
+		{SamplingParams{StopTokenIDs: []int32{-5}}, 0, "stop_token_ids", "token id -5 is negative"},
+		{SamplingParams{StopTokenIDs: []int32{-5}}, 100, "stop_token_ids", "token id -5 out of range [0, 100)"},
+		{SamplingParams{StopTokenIDs: []int32{100}}, 100, "stop_token_ids", "token id 100 out of range [0, 100)"},
+		{SamplingParams{LogitBias: map[int32]float64{-3: 1}}, 0, "logit_bias", "token id -3 is negative"},
+		{SamplingParams{LogitBias: map[int32]float64{200: 1}}, 100, "logit_bias", "token id 200 out of range [0, 100)"},
+	} {
+		tc.p.TopP = 1
+		err := tc.p.Validate(tc.vocab)
+		wantParam(t, err, tc.param)
+		var pe *ParamError
+		if errors.As(err, &pe) && !strings.Contains(pe.Msg, tc.want) {
+			t.Errorf("vocab %d: message %q, want it to contain %q", tc.vocab, pe.Msg, tc.want)
+		}
+	}
+}

@@ -190,14 +190,26 @@ func (p *SamplingParams) Validate(vocab int) error {
 		if bad(b) || b < -100 || b > 100 {
 			return paramErr("logit_bias", "bias for token %d must be in [-100, 100], got %v", id, b)
 		}
-		if id < 0 || (vocab > 0 && int(id) >= vocab) {
-			return paramErr("logit_bias", "token id %d out of range [0, %d)", id, vocab)
+		if err := checkTokenID("logit_bias", id, vocab); err != nil {
+			return err
 		}
 	}
 	for _, id := range p.StopTokenIDs {
-		if id < 0 || (vocab > 0 && int(id) >= vocab) {
-			return paramErr("stop_token_ids", "token id %d out of range [0, %d)", id, vocab)
+		if err := checkTokenID("stop_token_ids", id, vocab); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// checkTokenID refuses a negative id, or with vocab > 0 (known) an id
+// outside [0, vocab), as a ParamError naming param.
+func checkTokenID(param string, id int32, vocab int) error {
+	switch {
+	case id < 0 && vocab <= 0:
+		return paramErr(param, "token id %d is negative", id)
+	case id < 0 || (vocab > 0 && int(id) >= vocab):
+		return paramErr(param, "token id %d out of range [0, %d)", id, vocab)
 	}
 	return nil
 }

@@ -697,17 +697,20 @@ func (a *ChatAccumulator) Add(ch *ChatChunk) {
 }
 
 // Response returns the accumulated response. Content is nil (JSON null)
-// when the reply is only tool calls, as OpenAI returns it.
+// when the reply is only tool calls, as OpenAI returns it, or only
+// reasoning (a thinking-mode reply cut inside its reasoning or ending right
+// after it), as vLLM's DeepSeek reasoning parsers ("content or None") and
+// SGLang return it; an empty reply without reasoning has content "".
 func (a *ChatAccumulator) Response() *ChatResponse {
 	resp := &ChatResponse{Choices: make([]ChatChoice, len(a.choices)), Usage: a.usage, PromptLogprobs: a.prompt}
 	for i := range a.choices {
 		c, acc := a.choices[i], a.accs[i]
-		content := acc.content.String()
-		if content != "" || len(acc.calls) == 0 {
+		content, reasoning := acc.content.String(), acc.reasoning.String()
+		if content != "" || (len(acc.calls) == 0 && reasoning == "") {
 			c.Message.Content = &content
 		}
-		if r := acc.reasoning.String(); r != "" {
-			c.Message.ReasoningContent = &r
+		if reasoning != "" {
+			c.Message.ReasoningContent = &reasoning
 		}
 		c.Message.ToolCalls = acc.calls
 		resp.Choices[i] = c

@@ -756,3 +756,43 @@ func TestTokenIDRangeMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestAccumulatorNullContentAfterReasoning: a reply that is reasoning only
+// (a thinking-mode reply cut inside its reasoning, or ending right after
+// </think>) has content null, as vLLM's DeepSeek reasoning parsers return
+// it ("content or None") and SGLang ("content=text if text else None");
+// it was "". An empty reply without reasoning keeps content "" (vLLM
+// without a reasoning split), and a reply with text keeps it.
+func TestAccumulatorNullContentAfterReasoning(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		deltas    []ChatDelta
+		content   *string
+		reasoning *string
+	}{
+		{"reasoning only", []ChatDelta{{Role: "assistant"}, {ReasoningContent: "17 * "}}, nil, ptr("17 * ")},
+		{"reasoning and content", []ChatDelta{{Role: "assistant"}, {ReasoningContent: "r"}, {Content: "391"}}, ptr("391"), ptr("r")},
+		{"empty", []ChatDelta{{Role: "assistant"}}, ptr(""), nil},
+		{"content", []ChatDelta{{Role: "assistant"}, {Content: "391"}}, ptr("391"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var a ChatAccumulator
+			for _, d := range tc.deltas {
+				a.Add(&ChatChunk{Delta: d})
+			}
+			a.Add(&ChatChunk{FinishReason: "length"})
+			m := a.Response().Choices[0].Message
+			if !reflect.DeepEqual(m.Content, tc.content) || !reflect.DeepEqual(m.ReasoningContent, tc.reasoning) {
+				t.Errorf("content %s reasoning %s, want %s %s", showStr(m.Content), showStr(m.ReasoningContent), showStr(tc.content), showStr(tc.reasoning))
+			}
+		})
+	}
+}
+
+// showStr renders an optional string for a test message ("<nil>" for nil).
+func showStr(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return strconv.Quote(*s)
+}

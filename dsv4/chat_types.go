@@ -359,7 +359,9 @@ type ChatChoice struct {
 	StopReason any `json:"stop_reason"`
 }
 
-// ChatMessage is the assistant's parsed reply.
+// ChatMessage is the assistant's parsed reply. Content is nil (JSON null)
+// when the reply is only tool calls or only reasoning (see
+// ChatAccumulator.Response); check it before dereferencing.
 type ChatMessage struct {
 	Role             string     `json:"role"`
 	Content          *string    `json:"content"`

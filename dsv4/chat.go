@@ -316,6 +316,7 @@ type chatRun struct {
 	prompts    [][]int32 // one per prompt of a batch; choices i*n..i*n+n-1
 	completion bool      // /v1/completions: no role, no parsing
 	echo       []string  // completion echo: prompt text per prompt; chat echo: the last message's text
+	echoOnly   bool      // completion echo with max_tokens 0: the one generated token is dropped
 	conAfter   int32     // with p.Constraint: the token that activates it (</think>), -1: from the start
 	// named is the function whose arguments the output is (a named
 	// tool_choice, enforced by toolConstraint): the content is turned into
@@ -983,6 +984,21 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			echo = ""
 		}
 		cnt.tokens++
+		if run.echoOnly {
+			// vLLM's echo_without_generation: the prompt was the whole
+			// text; the token gives finish_reason and usage only.
+			finish = tok.FinishReason
+			if tok.StopToken {
+				finish, matched = "stop", tok.ID
+				if run.p.IgnoreEOS || !slices.Contains(run.e.b.EOS(), tok.ID) {
+					stopReason = tok.ID
+				}
+			}
+			if finish == "" {
+				finish = "length"
+			}
+			break
+		}
 		if inReasoning {
 			cnt.reasoning++
 			if tok.ID == c.thinkEnd {

@@ -42,6 +42,8 @@ type CompletionRequest struct {
 	// included, in code points as vLLM counts them (TextPos). On an engine
 	// whose backend cannot give every position's logits (not an
 	// AllLogitsBackend) echo's logprobs cover the generated tokens only.
+	// With max_tokens 0 the choice is the prompt alone, as vLLM serves it:
+	// one token is generated for its finish_reason and usage, and dropped.
 	Echo bool `json:"echo,omitempty"`
 	// ResponseFormat, as vLLM's completions extension: json_object or
 	// json_schema constrain the generated text (not an echoed prompt) to
@@ -86,15 +88,28 @@ func (p *Prompt) UnmarshalJSON(b []byte) error {
 	return paramErr("prompt", "must be a string, an array of strings, an array of token ids or an array of arrays of token ids (not mixed)")
 }
 
+// echoOnly reports whether r asks for its prompt only: echo with
+// max_tokens 0, which vLLM serves (CompletionRequest.to_sampling_params'
+// echo_without_generation) by generating one token and returning the
+// prompt, its logprobs and that token's finish_reason without the token;
+// usage counts it.
+func (r *CompletionRequest) echoOnly() bool {
+	return r.Echo && r.MaxTokens != nil && *r.MaxTokens == 0
+}
+
 // sampling converts the request's sampling fields (defaults: temperature
 // 1, max_tokens 16). Prompt logprobs are prompt_logprobs or, with echo and
 // logprobs, logprobs (vLLM's CompletionRequest.to_sampling_params) when
 // allLogits; a stream without echo has no place for them.
 func (r *CompletionRequest) sampling(allLogits bool) (SamplingParams, error) {
 	cr := ChatRequest{RequestSampling: r.RequestSampling}
-	if r.MaxTokens == nil {
+	switch {
+	case r.MaxTokens == nil:
 		cr.MaxTokens = new(int)
 		*cr.MaxTokens = 16
+	case r.echoOnly():
+		cr.MaxTokens = new(int)
+		*cr.MaxTokens = 1 // generated and dropped (chatRun.echoOnly)
 	}
 	if r.Logprobs != nil {
 		if *r.Logprobs < 0 || *r.Logprobs > MaxTopLogprobs {
@@ -155,7 +170,7 @@ func (e *Engine) CompleteStream(ctx context.Context, req *CompletionRequest) (it
 	if con != nil && e.constraintVocab() != nil {
 		p.Constraint = con
 	}
-	run := &chatRun{e: e, p: p, n: 1, completion: true, conAfter: -1}
+	run := &chatRun{e: e, p: p, n: 1, completion: true, conAfter: -1, echoOnly: req.echoOnly()}
 	if req.N != nil {
 		if *req.N < 1 || *req.N > MaxChoices {
 			return nil, paramErr("n", "must be in [1, %d], got %d", MaxChoices, *req.N)

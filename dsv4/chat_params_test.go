@@ -796,3 +796,50 @@ func showStr(s *string) string {
 	}
 	return strconv.Quote(*s)
 }
+
+// TestCompletionEchoWithoutGeneration: CompleteStream with echo and
+// max_tokens 0 returns the prompt only (one token generated and dropped,
+// as vLLM's echo_without_generation), counts that token in the usage and
+// ends with its finish_reason; max_tokens 0 without echo is a ParamError.
+func TestCompletionEchoWithoutGeneration(t *testing.T) {
+	e := newFakeEngine(&fakeBackend{script: scriptText("okay")}, EngineOptions{})
+	defer closeEngine(t, e)
+	var r CompletionRequest
+	if err := json.Unmarshal([]byte(`{"prompt":"hey","max_tokens":0,"echo":true,"n":2,"temperature":0}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.CompleteStream(context.Background(), &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := map[int]string{}
+	finish := map[int]string{}
+	var usage *Usage
+	for ch, err := range s {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Usage != nil {
+			usage = ch.Usage
+			continue
+		}
+		text[ch.Index] += ch.Delta.Content
+		if ch.FinishReason != "" {
+			finish[ch.Index] = ch.FinishReason
+		}
+	}
+	for i := range 2 {
+		if text[i] != "hey" || finish[i] != "length" {
+			t.Errorf("choice %d: text %q finish %q, want \"hey\" length", i, text[i], finish[i])
+		}
+	}
+	if usage == nil || usage.CompletionTokens != 2 {
+		t.Errorf("usage %+v, want 2 completion tokens (one per choice)", usage)
+	}
+	var r2 CompletionRequest
+	if err := json.Unmarshal([]byte(`{"prompt":"hey","max_tokens":0}`), &r2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.CompleteStream(context.Background(), &r2)
+	wantParam(t, err, "max_tokens")
+}

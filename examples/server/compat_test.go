@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -490,5 +491,44 @@ func TestMaxTokensOverContext(t *testing.T) {
 		if status != http.StatusBadRequest || e.Error.Param != tc.param || code != tc.code || !strings.HasPrefix(e.Error.Message, tc.prefix) {
 			t.Errorf("%s: %d %s; want param %q code %q message %q...", tc.name, status, b, tc.param, tc.code, tc.prefix)
 		}
+	}
+}
+
+// TestEchoWithoutGeneration: completions echo with max_tokens 0 is served
+// as vLLM serves it (CompletionRequest.to_sampling_params'
+// echo_without_generation: one token is generated and dropped): the text
+// is the prompt, the logprobs cover the prompt tokens only (the first
+// null), finish_reason is the generated token's, usage counts it; streamed
+// equals not streamed. max_tokens 0 without echo stays a 400.
+func TestEchoWithoutGeneration(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	prompt := "<｜User｜>Hello<｜Assistant｜></think>"
+	ids := ts.b.tok.Encode(prompt, tokenizer.EncodeOptions{})
+	body := `{"prompt":"` + prompt + `","temperature":0,"logprobs":1,"max_tokens":0,"echo":true}`
+	var got [2]choiceOut
+	for si, stream := range []bool{false, true} {
+		choices := generate(t, ts.URL, "/v1/completions", body, stream)
+		if len(choices) != 1 {
+			t.Fatalf("stream=%v: %d choices", stream, len(choices))
+		}
+		c := choices[0]
+		if c.Text != prompt || len(c.Tokens) != len(ids) || c.Finish == "" {
+			t.Errorf("stream=%v: text %q, %d logprob tokens (want %q, %d), finish %q", stream, c.Text, len(c.Tokens), prompt, len(ids), c.Finish)
+		}
+		got[si] = c
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Errorf("streamed %+v, not streamed %+v", got[1], got[0])
+	}
+	status, b := post(t, ts.URL, "/v1/completions", body)
+	var r struct {
+		Usage dsv4.Usage `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &r); status != http.StatusOK || err != nil || r.Usage.PromptTokens != len(ids) || r.Usage.CompletionTokens != 1 {
+		t.Errorf("status %d usage %+v (%v), want %d prompt tokens and 1 completion token", status, r.Usage, err, len(ids))
+	}
+	status, b = post(t, ts.URL, "/v1/completions", `{"prompt":"Hello","max_tokens":0}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(b), `"param":"max_tokens"`) {
+		t.Errorf("max_tokens 0 without echo: %d %s, want 400 naming max_tokens", status, b)
 	}
 }

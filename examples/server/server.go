@@ -366,7 +366,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		s.m.errors.WithLabelValues("completions", "400").Inc()
 		return
 	}
-	if !s.checkMaxTokens(w, map[string]*int{"max_tokens": req.MaxTokens}) {
+	mt := req.MaxTokens
+	if req.Echo && mt != nil && *mt == 0 {
+		mt = nil // the prompt only, as vLLM's echo_without_generation (dsv4.CompletionRequest.Echo)
+	}
+	if !s.checkMaxTokens(w, map[string]*int{"max_tokens": mt}) {
 		return
 	}
 	t0 := time.Now()

@@ -44,8 +44,12 @@ type Worker struct {
 	reason      string
 	identity    *Identity
 	consecFails int
-	openUntil   time.Time
-	halfOpen    bool
+	// The circuit breaker is closed while openUntil is zero, open until
+	// openUntil, then half-open: one trial request at a time (trial,
+	// numbered trialGen) until a reported outcome closes or re-opens it.
+	openUntil time.Time
+	trial     bool
+	trialGen  uint64
 }
 
 // InFlight is the number of requests the router has outstanding on w.
@@ -66,17 +70,51 @@ func (w *Worker) Healthy() bool {
 	return w.healthy
 }
 
-// available: healthy and the breaker lets a request through.
+// available: healthy and the breaker lets a request through (closed, or
+// half-open with no trial request out).
 func (w *Worker) available(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.healthy {
-		return false
+	return w.healthy && !w.blocked(now)
+}
+
+// blocked reports whether the breaker refuses a request now: open, or
+// half-open with its trial request out. w.mu is held.
+func (w *Worker) blocked(now time.Time) bool {
+	return !w.openUntil.IsZero() && (now.Before(w.openUntil) || w.trial)
+}
+
+// claim takes w for one request if it is available: a half-open breaker
+// lets exactly one request through, whose trial number (non-zero) claim
+// returns; 0 for a closed breaker. The caller gives a trial back with
+// endTrial when the attempt ends, whatever happened.
+func (w *Worker) claim(now time.Time) (trial uint64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.healthy || w.blocked(now) {
+		return 0, false
 	}
-	if now.Before(w.openUntil) {
-		return false
+	if w.openUntil.IsZero() {
+		return 0, true
 	}
-	return true
+	w.trial = true
+	w.trialGen++
+	return w.trialGen, true
+}
+
+// endTrial ends trial number trial (0: none) if no outcome was reported
+// for it (the client went away, the request was the client's error, the
+// other leg was blamed): the breaker stays half-open and the next request
+// may be the trial.
+func (w *Worker) endTrial(trial uint64) {
+	if trial == 0 {
+		return
+	}
+	w.mu.Lock()
+	if w.trial && w.trialGen == trial {
+		w.trial = false
+	}
+	w.mu.Unlock()
 }
 
 // RouterConfig configures a Router.
@@ -112,7 +150,10 @@ type RouterConfig struct {
 	HealthInterval time.Duration
 	HealthFailures int
 	// BreakerFailures consecutive request failures open a worker's circuit
-	// breaker for BreakerCooldown (defaults 3 and 10 s).
+	// breaker for BreakerCooldown (defaults 3 and 10 s). It is half-open
+	// then: one trial request at a time goes to the worker (the others to
+	// other workers, or 503 when there is none), whose success closes the
+	// breaker and whose failure re-opens it for another BreakerCooldown.
 	BreakerFailures int
 	BreakerCooldown time.Duration
 	// APIKey, when set, is required of clients as "Authorization: Bearer
@@ -462,26 +503,39 @@ func (rt *Router) probe(ctx context.Context, w *Worker) (ok bool, reason string,
 	return true, "", false
 }
 
-// report feeds a request outcome into w's circuit breaker.
+// report feeds a request outcome into w's circuit breaker. A success
+// closes it; BreakerFailures consecutive failures open it for
+// BreakerCooldown, after which it is half-open (claim lets one trial
+// request through) and a failure re-opens it at once.
 func (rt *Router) report(w *Worker, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ok {
 		w.consecFails = 0
 		w.openUntil = time.Time{}
+		w.trial = false
 		return
 	}
+	now := time.Now()
+	if now.Before(w.openUntil) {
+		return // an older request failing while open: already counted
+	}
 	w.consecFails++
-	if w.consecFails >= rt.cfg.BreakerFailures {
-		w.openUntil = time.Now().Add(rt.cfg.BreakerCooldown)
-		w.consecFails = rt.cfg.BreakerFailures - 1 // half-open: one more failure re-opens
+	if !w.openUntil.IsZero() || w.consecFails >= rt.cfg.BreakerFailures {
+		w.openUntil = now.Add(rt.cfg.BreakerCooldown)
+		w.consecFails = 0
+		w.trial = false
 		rt.breakers.Inc()
 	}
 }
 
 // pick chooses among ws minus the excluded, healthy first, and, if given,
-// only workers compatible with peer.
-func (rt *Router) pick(pol Policy, ws []*Worker, exclude map[*Worker]bool, key string, peer *Worker) *Worker {
+// only workers compatible with peer, and claims the worker: trial is its
+// half-open trial number (0: its breaker is closed), which the caller
+// gives back with endTrial when the attempt ends. A worker whose trial
+// another request took between the filter and the claim is dropped and
+// the policy asked again.
+func (rt *Router) pick(pol Policy, ws []*Worker, exclude map[*Worker]bool, key string, peer *Worker) (w *Worker, trial uint64) {
 	now := time.Now()
 	var cands []*Worker
 	for _, w := range ws {
@@ -490,14 +544,17 @@ func (rt *Router) pick(pol Policy, ws []*Worker, exclude map[*Worker]bool, key s
 		}
 		cands = append(cands, w)
 	}
-	if len(cands) == 0 {
-		return nil
+	for len(cands) > 0 {
+		w := pol.Pick(cands, key)
+		if !slices.Contains(cands, w) { // a Picker of the caller's that misbehaved
+			return nil, 0
+		}
+		if trial, ok := w.claim(now); ok {
+			return w, trial
+		}
+		cands = slices.DeleteFunc(slices.Clone(cands), func(c *Worker) bool { return c == w })
 	}
-	w := pol.Pick(cands, key)
-	if !slices.Contains(cands, w) { // a Picker of the caller's that misbehaved
-		return nil
-	}
-	return w
+	return nil, 0
 }
 
 func compatible(a, b *Worker) bool {
@@ -552,17 +609,28 @@ func (rt *Router) Handler() http.Handler {
 			Reason   string `json:"reason,omitempty"`
 			InFlight int64  `json:"inflight"`
 			Breaker  bool   `json:"breaker_open"`
+			// BreakerState: "closed", "open", or "half_open" (after
+			// BreakerCooldown: one trial request at a time).
+			BreakerState string `json:"breaker_state"`
 		}
 		var out []st
 		now := time.Now()
 		for _, wk := range rt.all() {
 			wk.mu.Lock()
 			open := now.Before(wk.openUntil)
+			state := "closed"
+			if open {
+				state = "open"
+			} else if !wk.openUntil.IsZero() {
+				state = "half_open"
+			}
 			reason := wk.reason
 			if open && wk.healthy {
 				reason = "circuit breaker open: consecutive request failures"
+			} else if wk.blocked(now) && wk.healthy {
+				reason = "circuit breaker half-open: its one trial request is out"
 			}
-			out = append(out, st{wk.URL, wk.Role, wk.healthy && !open, reason, wk.InFlight(), open})
+			out = append(out, st{wk.URL, wk.Role, wk.healthy && !wk.blocked(now), reason, wk.InFlight(), open, state})
 			wk.mu.Unlock()
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -907,10 +975,11 @@ func (rt *Router) setAuth(out, in *http.Request) {
 // the body goes as the client sent it (router-owned fields removed), with
 // setAuth's key, and the answer is relayed as the worker gave it.
 func (rt *Router) attemptOne(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time, pol Policy, ws []*Worker) *attemptErr {
-	wk := rt.pick(pol, ws, tried, key, nil)
+	wk, trial := rt.pick(pol, ws, tried, key, nil)
 	if wk == nil {
 		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy workers left"), noWorker: true}
 	}
+	defer wk.endTrial(trial)
 	tried[wk] = true
 	wk.inflight.Add(1)
 	defer wk.inflight.Add(-1)
@@ -946,20 +1015,22 @@ func (rt *Router) attemptOne(w http.ResponseWriter, r *http.Request, raw map[str
 
 // attemptPD runs one attempt of a PD request: a new pair and a new room.
 func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[string]json.RawMessage, key string, tried map[*Worker]bool, t0 time.Time) *attemptErr {
-	p := rt.pick(rt.polP, rt.prefill, tried, key, nil)
+	p, ptrial := rt.pick(rt.polP, rt.prefill, tried, key, nil)
 	if p == nil {
-		p = rt.pick(rt.polP, rt.prefill, nil, key, nil) // all tried: allow reuse
+		p, ptrial = rt.pick(rt.polP, rt.prefill, nil, key, nil) // all tried: allow reuse
 	}
 	if p == nil {
 		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy prefill server"), noWorker: true}
 	}
-	d := rt.pick(rt.polD, rt.decode, tried, key, p)
+	defer p.endTrial(ptrial)
+	d, dtrial := rt.pick(rt.polD, rt.decode, tried, key, p)
 	if d == nil {
-		d = rt.pick(rt.polD, rt.decode, nil, key, p)
+		d, dtrial = rt.pick(rt.polD, rt.decode, nil, key, p)
 	}
 	if d == nil {
 		return &attemptErr{status: http.StatusServiceUnavailable, err: errors.New("no healthy decode server compatible with the prefill server"), noWorker: true}
 	}
+	defer d.endTrial(dtrial)
 	p.inflight.Add(1)
 	d.inflight.Add(1)
 	defer p.inflight.Add(-1)

@@ -21,7 +21,12 @@ import (
 )
 
 // ErrMismatch: the transferred state was made from another prompt or other
-// sampling parameters than the decode side computed for the same request.
+// sampling parameters than the decode side computed for the same request
+// (the router sends both servers the same body, so the prefill server
+// rendered or tokenized it otherwise: another chat template or tokenizer,
+// another PrefillConfig.Engine, a faulty peer). The decode server answers
+// it 502 with code "transfer_mismatch", as its other transfer errors, and
+// the Router counts it against the prefill server.
 var ErrMismatch = errors.New("disagg: prefill and decode disagree on the request")
 
 // DecodeConfig configures a DecodeServer. Model is required.

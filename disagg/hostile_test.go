@@ -363,10 +363,10 @@ func gauge(g prometheus.Gauge) float64 {
 
 // TestDecodeRefusesInconsistentState: a state for another sequence length
 // than the handoff declares, a window one row short, another room's state
-// or another prompt's are refused with a 5xx OpenAI error (502
-// transfer_failed for a state that does not fit, 500 for a prompt the
-// decode side did not compute), on both transports, and leave nothing
-// behind.
+// or another prompt's are refused with a 502 OpenAI error (transfer_failed
+// for a state that does not fit, transfer_mismatch for a prompt the decode
+// side did not compute: a 500 without a code before), on both transports,
+// and leave nothing behind.
 func TestDecodeRefusesInconsistentState(t *testing.T) {
 	pairs := tamperedPairs(t) // 0: gRPC, 1: in-process
 	room := uint64(200)
@@ -384,8 +384,8 @@ func TestDecodeRefusesInconsistentState(t *testing.T) {
 		{"shorter prompt and position", func(h *Handoff) {
 			h.Prompt = h.Prompt[:len(h.Prompt)-1]
 			h.State.Position--
-		}, http.StatusInternalServerError, "disagree"},
-		{"other prompt", func(h *Handoff) { h.Prompt[0] ^= 1 }, http.StatusInternalServerError, "disagree"},
+		}, http.StatusBadGateway, "transfer_mismatch"},
+		{"other prompt", func(h *Handoff) { h.Prompt[0] ^= 1 }, http.StatusBadGateway, "transfer_mismatch"},
 	} {
 		for i, tp := range pairs {
 			t.Run(fmt.Sprintf("%s/%d", tc.name, i), func(t *testing.T) {

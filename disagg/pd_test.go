@@ -100,7 +100,7 @@ func TestPDServersInProcess(t *testing.T) {
 			bodyD := withFields(bodyP, map[string]any{"top_k": 5})
 			go func() { _, s := post(t, ctx, pd.dURL, bodyD); dres <- s }()
 			post(t, ctx, pd.pURL, bodyP)
-			if s := <-dres; !strings.Contains(s, "disagree") {
+			if s := <-dres; !strings.Contains(s, "disagree") || !strings.Contains(s, `"code":"transfer_mismatch"`) {
 				t.Fatalf("sampling mismatch accepted: %s", s)
 			}
 			waitFor(t, func() bool { return pd.p.Rooms().Live() == 0 && pd.d.eng.Stats().LiveSequences == 0 })

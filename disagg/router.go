@@ -1157,6 +1157,13 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		if resp.StatusCode >= 500 {
 			rt.report(blame, false)
 			tried[blame] = true
+			if errorCode(b) == "transfer_mismatch" {
+				// The pair disagrees on the request: the prefill server
+				// made the state (blamed), but the retry takes another
+				// decode server too where there is one, in case this one
+				// is the odd one out.
+				tried[d] = true
+			}
 		}
 		return &attemptErr{status: resp.StatusCode, body: b, blame: blame}
 	}
@@ -1201,22 +1208,28 @@ func clientGone(r *http.Request) *attemptErr {
 }
 
 // transferFailure reports whether body is a decode server's error for a
-// state it could not get from the prefill server (apiError's codes
-// transfer_failed, transfer_aborted, transfer_timeout, incompatible_peer).
+// state it could not get from the prefill server, or got in disagreement
+// with the request (apiError's codes transfer_failed, transfer_aborted,
+// transfer_timeout, transfer_mismatch, incompatible_peer).
 func transferFailure(body []byte) bool {
+	switch errorCode(body) {
+	case "transfer_failed", "transfer_aborted", "transfer_timeout", "transfer_mismatch", "incompatible_peer":
+		return true
+	}
+	return false
+}
+
+// errorCode is the code of an OpenAI error object body ("" if none).
+func errorCode(body []byte) string {
 	var e struct {
 		Error struct {
 			Code string `json:"code"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(body, &e) != nil {
-		return false
+		return ""
 	}
-	switch e.Error.Code {
-	case "transfer_failed", "transfer_aborted", "transfer_timeout", "incompatible_peer":
-		return true
-	}
-	return false
+	return e.Error.Code
 }
 
 // clientError reports an HTTP status that means "the request itself is bad":

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -416,5 +417,61 @@ func TestRouterNoGoroutineLeak(t *testing.T) {
 			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRouterMismatchBlamesPrefill: a decode server that refuses the
+// transferred state as made from another prompt or sampling parameters
+// (ErrMismatch) answers 502 transfer_mismatch (a 500 without a code
+// before), and the Router counts it against the prefill server, which
+// made the state, not the decode server that found it out (it did
+// before); the retry takes a new pair, both servers of the disagreeing
+// one excluded where others exist. Both coordination modes.
+func TestRouterMismatchBlamesPrefill(t *testing.T) {
+	e := apiError(fmt.Errorf("%w: prompt of 3 tokens from prefill, 4 here", ErrMismatch))
+	if e.Status != http.StatusBadGateway || e.Code != "transfer_mismatch" || e.Type != "internal_error" {
+		t.Fatalf("ErrMismatch: %d %s %s, want 502 internal_error transfer_mismatch", e.Status, e.Type, e.Code)
+	}
+	for _, seq := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sequential=%v", seq), func(t *testing.T) {
+			var p1r, p2r, d1r, d2r recorder
+			prefill := func(rec *recorder) *httptest.Server {
+				return fakeServer(t, rec, answer("application/json",
+					`{"choices":[],"usage":{"prompt_tokens":1},"kv_transfer_params":{"bootstrap_host":"127.0.0.1","bootstrap_port":1,"bootstrap_room":7}}`))
+			}
+			p1, p2 := prefill(&p1r), prefill(&p2r)
+			d1 := fakeServer(t, &d1r, func(w http.ResponseWriter, _ map[string]json.RawMessage) {
+				writeErr(w, fmt.Errorf("%w: sampling parameters {} from prefill, {\"top_k\":5} here", ErrMismatch))
+			})
+			d2 := fakeServer(t, &d2r, answer("application/json", okJSON))
+			rt, err := NewRouter(RouterConfig{PD: true, Sequential: seq, HealthInterval: -1, Picker: first, BreakerFailures: 2,
+				Prefill: []PrefillWorker{{URL: p1.URL, BootstrapPort: 1}, {URL: p2.URL, BootstrapPort: 1}},
+				Decode:  []string{d1.URL, d2.URL}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := httptest.NewServer(rt.Handler())
+			t.Cleanup(func() { s.Close(); rt.Close() })
+			if st, code := chatStatus(context.Background(), s.URL); st != 200 {
+				t.Fatalf("status %d %s", st, code)
+			}
+			if c := [4]int64{p1r.calls.Load(), d1r.calls.Load(), p2r.calls.Load(), d2r.calls.Load()}; c != [4]int64{1, 1, 1, 1} {
+				t.Fatalf("calls p1 d1 p2 d2 = %v, want one each (the retry on the other pair)", c)
+			}
+			ws := rt.Workers()
+			fails := func(url string) int {
+				for _, w := range ws {
+					if w.URL == url {
+						w.mu.Lock()
+						defer w.mu.Unlock()
+						return w.consecFails
+					}
+				}
+				return -1
+			}
+			if fp, fd := fails(p1.URL), fails(d1.URL); fp != 1 || fd != 0 {
+				t.Fatalf("consecutive failures: prefill %d, decode %d; want 1 and 0 (the prefill server blamed)", fp, fd)
+			}
+		})
 	}
 }

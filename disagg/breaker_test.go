@@ -68,7 +68,12 @@ func (g *gatedWorker) release() {
 // chatStatus posts a chat request to the router at url and returns the
 // status (0 on a transport error) and the error code of an error answer.
 func chatStatus(ctx context.Context, url string) (int, string) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"messages":[]}`))
+	return chatStatusBody(ctx, url, `{"messages":[]}`)
+}
+
+// chatStatusBody is chatStatus with a request body of the caller's.
+func chatStatusBody(ctx context.Context, url, body string) (int, string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

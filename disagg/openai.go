@@ -62,6 +62,8 @@ func apiError(err error) *openaierr.Error {
 		set(http.StatusBadGateway, "internal_error", "", "transfer_aborted")
 	case errors.Is(err, ErrTimeout):
 		set(http.StatusGatewayTimeout, "internal_error", "", "transfer_timeout")
+	case errors.Is(err, ErrPoolFull):
+		set(http.StatusServiceUnavailable, "service_unavailable", "", "kv_pool_full")
 	case errors.Is(err, ErrMismatch):
 		set(http.StatusBadGateway, "internal_error", "", "transfer_mismatch")
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrTruncated), errors.Is(err, ErrChecksum), errors.Is(err, ErrMalformed):

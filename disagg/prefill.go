@@ -54,6 +54,16 @@ type PrefillConfig struct {
 	ContextLength int
 	// Lease and BootstrapTimeout: see Rooms (defaults 30 s).
 	Lease, BootstrapTimeout time.Duration
+	// MaxParkedStates and MaxParkedBytes bound the prefilled states the
+	// server holds for decode servers (parked until fetched, released or
+	// their Lease ends, or being sent), by count and by Handoff.Bytes:
+	// Rooms.MaxParked and MaxParkedBytes. A request arriving when either
+	// is reached, or whose state would go over MaxParkedBytes, gets 503
+	// kv_pool_full (ErrPoolFull) and its room, in concurrent mode, fails at
+	// once. 0 means DefaultMaxParkedStates and DefaultMaxParkedBytes; a
+	// negative value is an error.
+	MaxParkedStates int
+	MaxParkedBytes  int64
 	// MaxBodyBytes bounds a request body (examples/server's
 	// --max-body-bytes): a larger one gets 413 request_too_large. 0 means
 	// MaxBodyBytes (32 MiB); a negative value is an error.
@@ -64,6 +74,13 @@ type PrefillConfig struct {
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
+
+// Defaults of PrefillConfig.MaxParkedStates (vLLM's default max_num_seqs)
+// and MaxParkedBytes (8 GiB).
+const (
+	DefaultMaxParkedStates       = 256
+	DefaultMaxParkedBytes  int64 = 8 << 30
+)
 
 // PrefillServer is the prefill role: it serves POST /v1/chat/completions by
 // prefilling the prompt and parking the request's Handoff in a room, and
@@ -79,7 +96,9 @@ type PrefillConfig struct {
 // opaque descriptor the router hands to the decode server.
 //
 // GET /health, /server_info (the Identity), /v1/models and /metrics are
-// served too; other paths get a 404 OpenAI error object.
+// served too, and POST /abort_request (abortRequest: a parked state
+// released before its lease ends); other paths get a 404 OpenAI error
+// object.
 type PrefillServer struct {
 	cfg   PrefillConfig
 	eng   *dsv4.Engine
@@ -118,6 +137,16 @@ func NewPrefillServer(cfg PrefillConfig) (*PrefillServer, error) {
 	if cfg.BootstrapHost == "" {
 		cfg.BootstrapHost = "127.0.0.1"
 	}
+	if cfg.MaxParkedStates < 0 || cfg.MaxParkedBytes < 0 {
+		return nil, fmt.Errorf("%w: disagg: PrefillConfig.MaxParkedStates and MaxParkedBytes must be >= 0 (0: %d states, %d bytes), got %d and %d",
+			dsv4.ErrInvalidParams, DefaultMaxParkedStates, DefaultMaxParkedBytes, cfg.MaxParkedStates, cfg.MaxParkedBytes)
+	}
+	if cfg.MaxParkedStates == 0 {
+		cfg.MaxParkedStates = DefaultMaxParkedStates
+	}
+	if cfg.MaxParkedBytes == 0 {
+		cfg.MaxParkedBytes = DefaultMaxParkedBytes
+	}
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = 2
 	}
@@ -142,6 +171,7 @@ func NewPrefillServer(cfg PrefillConfig) (*PrefillServer, error) {
 	p.id = ModelIdentity(cfg.Model, cfg.Name)
 	p.rooms = NewRooms(p.id)
 	p.rooms.Lease, p.rooms.BootstrapTimeout = cfg.Lease, cfg.BootstrapTimeout
+	p.rooms.MaxParked, p.rooms.MaxParkedBytes = cfg.MaxParkedStates, cfg.MaxParkedBytes
 	p.roomGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dsv4_disagg_prefill_rooms",
 		Help: "Live rooms on the prefill server, by state."}, []string{"state"})
 	p.xferBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "dsv4_disagg_transfer_bytes_total",
@@ -152,7 +182,13 @@ func NewPrefillServer(cfg PrefillConfig) (*PrefillServer, error) {
 		Help: "Failed prefill requests and transfers, by stage."}, []string{"stage"})
 	p.prefillSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dsv4_disagg_prefill_seconds",
 		Help: "Prefill compute time per request.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
-	p.reg.MustRegister(p.roomGauge, p.xferBytes, p.xferSeconds, p.failures, p.prefillSecs)
+	parkedStates := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dsv4_disagg_prefill_parked_states",
+		Help: "Prefilled states held for decode servers (parked or being sent)."},
+		func() float64 { n, _ := p.rooms.Parked(); return float64(n) })
+	parkedBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dsv4_disagg_prefill_parked_bytes",
+		Help: "Bytes of the prefilled states held for decode servers."},
+		func() float64 { _, b := p.rooms.Parked(); return float64(b) })
+	p.reg.MustRegister(p.roomGauge, p.xferBytes, p.xferSeconds, p.failures, p.prefillSecs, parkedStates, parkedBytes)
 	for s := RoomFailed + 1; s < RoomSuccess; s++ {
 		p.roomGauge.WithLabelValues(s.String())
 	}
@@ -229,6 +265,7 @@ func (p *PrefillServer) Close() error {
 func (p *PrefillServer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/chat/completions", openaierr.BearerAuth(p.cfg.APIKey, http.HandlerFunc(p.chat)))
+	mux.Handle("/abort_request", openaierr.BearerAuth(p.cfg.APIKey, http.HandlerFunc(p.abortRequest)))
 	mux.Handle("/v1/models", openaierr.BearerAuth(p.cfg.APIKey, serveModels(p.cfg.Name, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength))))
 	mux.Handle("/v1/models/{id...}", openaierr.BearerAuth(p.cfg.APIKey, serveModel(p.cfg.Name, p.cfg.Aliases, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength))))
 	mux.HandleFunc("/", notFound)
@@ -298,6 +335,15 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 		reject(err)
 		return
 	}
+	if err := p.rooms.Admit(); err != nil {
+		p.failures.WithLabelValues("pool_full").Inc()
+		if concurrent {
+			// the decode side waiting for it fails at once, and says why
+			p.rooms.failWith(bs.Room, fmt.Errorf("%w: %w", ErrAborted, err))
+		}
+		writeErr(w, err)
+		return
+	}
 	if err := p.rooms.Open(bs.Room); err != nil {
 		p.failures.WithLabelValues("room").Inc()
 		writeErr(w, err)
@@ -311,8 +357,11 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	nBytes := h.Bytes() // h belongs to the room (and then to the decode side) after Put
-	if err := p.rooms.Put(bs.Room, h); err != nil {
+	nBytes := h.Bytes()                             // h belongs to the room (and then to the decode side) after Put
+	if err := p.rooms.Put(bs.Room, h); err != nil { // the room is failed
+		if errors.Is(err, ErrPoolFull) {
+			p.failures.WithLabelValues("pool_full").Inc()
+		}
 		writeErr(w, err)
 		return
 	}
@@ -329,7 +378,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 	// router goes away first, the room is aborted unless it is being sent.
 	err = p.rooms.Wait(ctx, bs.Room)
 	if ctx.Err() != nil {
-		p.abortIfWaiting(bs.Room)
+		p.abortIfWaiting(bs.Room, "prefill request cancelled by its client")
 		return
 	}
 	if err != nil {
@@ -342,15 +391,40 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 }
 
 // abortIfWaiting fails a room that is not being transferred (a transfer in
-// flight is left to finish: the decode side owns that outcome).
-func (p *PrefillServer) abortIfWaiting(id uint64) {
+// flight is left to finish: the decode side owns that outcome) with
+// reason; it reports whether it did.
+func (p *PrefillServer) abortIfWaiting(id uint64, reason string) bool {
 	p.rooms.mu.Lock()
 	r, ok := p.rooms.rooms[id]
 	busy := ok && r.state == RoomTransferring
 	p.rooms.mu.Unlock()
 	if ok && !busy {
-		p.rooms.Fail(id, errors.New("prefill request cancelled by its client"))
+		p.rooms.Fail(id, errors.New(reason))
 	}
+	return ok && !busy
+}
+
+// abortRequest serves POST /abort_request {"bootstrap_room": N} (SGLang's
+// endpoint of that name aborts by request id): the state of room N, parked
+// for a decode server that will not fetch it (the Router's sequential mode
+// when the decode leg fails or its client leaves between the legs), is
+// released now instead of at the end of its Lease. A room being sent is
+// left to finish. The answer is {"bootstrap_room": N, "aborted": bool}
+// (false: unknown, finished or being sent); a body without a room id
+// gets 400.
+func (p *PrefillServer) abortRequest(w http.ResponseWriter, r *http.Request) {
+	_, raw, ok := readJSONObject(w, r, p.cfg.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	var room uint64
+	if err := json.Unmarshal(raw["bootstrap_room"], &room); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "bootstrap_room must be a non-negative integer")
+		return
+	}
+	aborted := p.abortIfWaiting(room, "released by the router: the decode side will not fetch it")
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"bootstrap_room": room, "aborted": aborted})
 }
 
 func (p *PrefillServer) prefill(ctx context.Context, room uint64, prompt []int32, samp json.RawMessage) (*Handoff, error) {

@@ -26,6 +26,13 @@ var (
 	// room at once; the decode side answers with the same 4xx. It also
 	// wraps ErrAborted.
 	ErrRejected = errors.New("disagg: request rejected by the prefill server")
+	// ErrPoolFull: the prefill server holds as many prefilled states for
+	// decode servers to fetch as Rooms.MaxParked or MaxParkedBytes allow
+	// (SGLang's prefill side likewise admits a request only while its KV
+	// pool and transfer buffers have room); the request is refused with
+	// 503 kv_pool_full, before it is prefilled where the limit is already
+	// reached, and the Router tries another prefill server.
+	ErrPoolFull = errors.New("disagg: prefill server's parked states at their limit")
 )
 
 // RoomState is the state of one room on the prefill side. States only move
@@ -60,6 +67,7 @@ type room struct {
 	changed chan struct{} // closed and replaced at each state change
 	timer   *time.Timer   // lease (Ready) or bootstrap wait (Bootstrapping)
 	opened  bool          // the prefill request registered it
+	bytes   int64         // h.Bytes(), counted in Rooms.parkedBytes while h is held
 }
 
 // Rooms is the prefill side's table of rooms: the per-room state machine, the
@@ -78,13 +86,23 @@ type Rooms struct {
 	// locked (so in order); it must not call back into the Rooms. For
 	// metrics.
 	OnChange func(from, to RoomState)
+	// MaxParked and MaxParkedBytes bound the prefilled states the table
+	// holds (parked, or being sent) by count and by Handoff.Bytes (0: no
+	// bound). Admit refuses a new request, and Put a state that would go
+	// over, with ErrPoolFull; a state is accepted whatever its size when
+	// none is held, so one larger than MaxParkedBytes is still served, one
+	// at a time.
+	MaxParked      int
+	MaxParkedBytes int64
 
-	mu      sync.Mutex
-	rooms   map[uint64]*room
-	tombs   map[uint64]error // terminal rooms: nil for Success, else the failure
-	tombQ   []uint64
-	id      Identity
-	closing bool
+	mu          sync.Mutex
+	parked      int   // rooms holding a handoff
+	parkedBytes int64 // their Handoff.Bytes
+	rooms       map[uint64]*room
+	tombs       map[uint64]error // terminal rooms: nil for Success, else the failure
+	tombQ       []uint64
+	id          Identity
+	closing     bool
 }
 
 // maxTombstones bounds the tombstone set (oldest dropped first).
@@ -146,7 +164,11 @@ func (rs *Rooms) setLocked(r *room, s RoomState, err error) func() {
 	}
 	if s == RoomFailed || s == RoomSuccess {
 		delete(rs.rooms, r.id)
-		r.h = nil
+		if r.h != nil {
+			rs.parked--
+			rs.parkedBytes -= r.bytes
+		}
+		r.h, r.bytes = nil, 0
 		rs.tombLocked(r.id, err)
 	}
 	if rs.OnChange != nil {
@@ -177,8 +199,8 @@ func (rs *Rooms) getLocked(id uint64, s RoomState) (*room, error) {
 		return r, nil
 	}
 	if terr, dead := rs.tombs[id]; dead {
-		if errors.Is(terr, ErrRejected) {
-			return nil, terr // the decode side learns why (a 4xx)
+		if errors.Is(terr, ErrRejected) || errors.Is(terr, ErrPoolFull) {
+			return nil, terr // the decode side learns why (a 4xx, a full server)
 		}
 		return nil, fmt.Errorf("%w: room %d already finished", ErrAborted, id)
 	}
@@ -198,6 +220,38 @@ func (rs *Rooms) notifyCreate(s RoomState) {
 	if rs.OnChange != nil {
 		rs.OnChange(RoomFailed, s) // from "nothing"; Failed stands for it
 	}
+}
+
+// Parked returns the number of prefilled states the table holds (parked
+// for a decode server, or being sent) and their total Handoff.Bytes.
+func (rs *Rooms) Parked() (n int, bytes int64) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.parked, rs.parkedBytes
+}
+
+// Admit returns an error wrapping ErrPoolFull when MaxParked or
+// MaxParkedBytes is already reached, so that a new request is refused
+// before it is prefilled; nil otherwise.
+func (rs *Rooms) Admit() error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.fullLocked(0)
+}
+
+// fullLocked: is the table full (extra 0: for a new request), or would a
+// state of extra bytes go over the limits?
+func (rs *Rooms) fullLocked(extra int64) error {
+	if rs.parked == 0 {
+		return nil
+	}
+	if rs.MaxParked > 0 && rs.parked >= rs.MaxParked {
+		return fmt.Errorf("%w: %d states parked for decode servers (limit %d)", ErrPoolFull, rs.parked, rs.MaxParked)
+	}
+	if rs.MaxParkedBytes > 0 && (rs.parkedBytes >= rs.MaxParkedBytes || rs.parkedBytes+extra > rs.MaxParkedBytes) {
+		return fmt.Errorf("%w: %d bytes of states parked for decode servers (limit %d)", ErrPoolFull, rs.parkedBytes, rs.MaxParkedBytes)
+	}
+	return nil
 }
 
 // Open registers room id for a prefill request that is starting. A room the
@@ -239,7 +293,18 @@ func (rs *Rooms) Put(id uint64, h *Handoff) error {
 		rs.mu.Unlock()
 		return fmt.Errorf("%w: room %d is gone", ErrAborted, id)
 	}
-	r.h = h
+	n := h.Bytes()
+	if err := rs.fullLocked(n); err != nil {
+		// the prefill request holds the room: fail it, so that a decode
+		// side waiting for it learns why at once
+		notify := rs.setLocked(r, RoomFailed, fmt.Errorf("%w: %w", ErrAborted, err))
+		rs.mu.Unlock()
+		notify()
+		return err
+	}
+	r.h, r.bytes = h, n
+	rs.parked++
+	rs.parkedBytes += n
 	notify := rs.setLocked(r, RoomReady, nil)
 	r.timer = time.AfterFunc(rs.lease(), func() {
 		rs.expire(r, RoomReady, fmt.Errorf("%w: lease of %v expired before the decode side fetched room %d", ErrTimeout, rs.lease(), id))
@@ -262,12 +327,17 @@ func (rs *Rooms) expire(r *room, in RoomState, err error) {
 // Fail marks room id failed with err (prefill error or cancellation); a
 // waiting decode side gets an error wrapping ErrAborted.
 func (rs *Rooms) Fail(id uint64, err error) {
+	rs.failWith(id, fmt.Errorf("%w: %v", ErrAborted, err))
+}
+
+// failWith fails room id, or tombstones an unknown id, with err as it is.
+func (rs *Rooms) failWith(id uint64, err error) {
 	rs.mu.Lock()
 	notify := func() {}
 	if r, ok := rs.rooms[id]; ok {
-		notify = rs.setLocked(r, RoomFailed, fmt.Errorf("%w: %v", ErrAborted, err))
+		notify = rs.setLocked(r, RoomFailed, err)
 	} else {
-		rs.tombLocked(id, fmt.Errorf("%w: %v", ErrAborted, err))
+		rs.tombLocked(id, err)
 	}
 	rs.mu.Unlock()
 	notify()

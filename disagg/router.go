@@ -1044,6 +1044,7 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 
 	pch := make(chan pres, 1)
 	var dBody []byte
+	decodeOK := false // the decode server answered 200
 	if rt.cfg.Sequential {
 		pb := patch(raw, map[string]any{"stream": false}, "stream_options")
 		resp, err := rt.send(ctx, r, p, "/v1/chat/completions", pb)
@@ -1062,6 +1063,12 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 			if r.Context().Err() != nil {
 				return clientGone(r)
 			}
+			if poolFull(resp.StatusCode, b) {
+				// Full, not failing: another prefill server may take it;
+				// the breaker is left alone.
+				tried[p] = true
+				return &attemptErr{status: resp.StatusCode, body: b}
+			}
 			if resp.StatusCode >= 500 {
 				rt.report(p, false)
 				tried[p] = true
@@ -1074,6 +1081,19 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		}
 		if json.Unmarshal(b, &desc) != nil || desc.KV == nil {
 			return &attemptErr{status: http.StatusBadGateway, err: errors.New("prefill answer without kv_transfer_params"), blame: p}
+		}
+		var kv struct {
+			Room *uint64 `json:"bootstrap_room"`
+		}
+		if json.Unmarshal(desc.KV, &kv) == nil && kv.Room != nil {
+			// The parked state is released unless the decode server
+			// answers 200 (then it fetched the state, or will abort it).
+			release := rt.releaser(r, p, *kv.Room)
+			defer func() {
+				if !decodeOK {
+					release()
+				}
+			}()
 		}
 		dBody = patch(raw, map[string]any{"kv_transfer_params": desc.KV})
 		pch <- pres{status: 200, body: b, at: time.Now()}
@@ -1134,11 +1154,34 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var pr pres
+		got := false
+		if transferFailure(b) {
+			// The prefill leg answers when its room ends, which a failed
+			// transfer just did: its answer says why (a full prefill
+			// server's 503 kv_pool_full), so it gets a moment before the
+			// leg is cancelled (500 ms: a room still parked, as when the
+			// decode server could not reach the bootstrap port, would
+			// answer only at its lease).
+			select {
+			case pr = <-pch:
+				got = true
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
 		cancel()
-		pr := <-pch
+		if !got {
+			pr = <-pch
+		}
 		if resp.StatusCode >= 500 && clientError(pr.status) {
 			// The decode side failed because the prefill side refused
 			// the request: the client's error, not a worker's.
+			return &attemptErr{status: pr.status, body: pr.body}
+		}
+		if poolFull(pr.status, pr.body) {
+			// The prefill server was full and failed the room: another
+			// one may take the request; nobody's breaker counts it.
+			tried[p] = true
 			return &attemptErr{status: pr.status, body: pr.body}
 		}
 		// A transfer failure is the prefill side's: the decode server says
@@ -1167,6 +1210,7 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		}
 		return &attemptErr{status: resp.StatusCode, body: b, blame: blame}
 	}
+	decodeOK = true
 	rt.report(d, true)
 	rt.stage.WithLabelValues("first_byte").Observe(time.Since(t0).Seconds())
 	var rerr error
@@ -1197,6 +1241,45 @@ func (rt *Router) attemptPD(w http.ResponseWriter, r *http.Request, raw map[stri
 		return &attemptErr{status: -1, err: rerr}
 	}
 	return nil
+}
+
+// poolFull reports a prefill server's 503 kv_pool_full (ErrPoolFull): it
+// holds as many parked states as it may.
+func poolFull(status int, body []byte) bool {
+	return status == http.StatusServiceUnavailable && errorCode(body) == "kv_pool_full"
+}
+
+// releaser returns a function that asks prefill server p to drop the
+// state parked in room (POST /abort_request, with setAuth's key for the
+// client request in) in the background, within 2 s. Sequential mode calls
+// it when the decode leg did not answer 200 (the decode server
+// unreachable or failing, the client gone between the legs): nobody will
+// fetch the state, which held the prefill server's memory and one of its
+// PrefillConfig.MaxParkedStates until its lease (30 s by default) ended,
+// once per attempt.
+func (rt *Router) releaser(in *http.Request, p *Worker, room uint64) func() {
+	body, _ := json.Marshal(map[string]uint64{"bootstrap_room": room})
+	auth := &http.Request{Header: http.Header{}} // the key, read from in now
+	rt.setAuth(auth, in)
+	return func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/abort_request", bytes.NewReader(body))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if a := auth.Header.Get("Authorization"); a != "" {
+				req.Header.Set("Authorization", a)
+			}
+			resp, err := rt.client.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+				resp.Body.Close()
+			}
+		}()
+	}
 }
 
 // clientGone is the outcome of an attempt whose client went away: no

@@ -455,7 +455,18 @@ func TestRouterMismatchBlamesPrefill(t *testing.T) {
 			if st, code := chatStatus(context.Background(), s.URL); st != 200 {
 				t.Fatalf("status %d %s", st, code)
 			}
-			if c := [4]int64{p1r.calls.Load(), d1r.calls.Load(), p2r.calls.Load(), d2r.calls.Load()}; c != [4]int64{1, 1, 1, 1} {
+			chats := func(r *recorder) int64 { // not the router's POST /abort_request
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				n := int64(0)
+				for _, b := range r.bodies {
+					if strings.Contains(b, `"messages"`) {
+						n++
+					}
+				}
+				return n
+			}
+			if c := [4]int64{chats(&p1r), chats(&d1r), chats(&p2r), chats(&d2r)}; c != [4]int64{1, 1, 1, 1} {
 				t.Fatalf("calls p1 d1 p2 d2 = %v, want one each (the retry on the other pair)", c)
 			}
 			ws := rt.Workers()

@@ -35,6 +35,11 @@
 // /tokenize and /detokenize; the router's --worker-api-key).
 // --max-body-bytes bounds a request body (default disagg.MaxBodyBytes,
 // 32 MiB; larger: 413 request_too_large, as examples/server's flag).
+// --max-parked-states and --max-parked-bytes (prefill) bound the prefilled
+// states held for decode servers (defaults 256 and 8 GiB); a request beyond
+// gets 503 kv_pool_full, and POST /abort_request {"bootstrap_room": N}
+// releases a parked state (the router calls it in sequential mode when the
+// decode leg will not fetch it).
 // Port 0 picks a free port; the chosen addresses are printed on stdout as
 // "listening http=HOST:PORT [bootstrap=HOST:PORT]".
 package main
@@ -114,6 +119,8 @@ func run(ctx context.Context, args []string) error {
 	bodyTimeout := fs.Duration("body-read-timeout", httpserve.DefaultBody, "time a client has to send the request body after its headers (negative: no limit; responses, SSE included, have no write timeout)")
 	idleTimeout := fs.Duration("idle-timeout", httpserve.DefaultIdle, "how long a keep-alive connection may wait for its next request (negative: no limit)")
 	maxBody := fs.Int64("max-body-bytes", disagg.MaxBodyBytes, "request body limit; a larger body gets 413 request_too_large, as examples/server")
+	maxParked := fs.Int("max-parked-states", disagg.DefaultMaxParkedStates, "prefill: most prefilled states held for decode servers (parked or being sent); a request beyond gets 503 kv_pool_full")
+	maxParkedBytes := fs.Int64("max-parked-bytes", disagg.DefaultMaxParkedBytes, "prefill: most bytes of prefilled states held for decode servers; a request beyond gets 503 kv_pool_full (a state is accepted whatever its size when none is held)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -125,6 +132,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *maxBody < 1 { // as examples/server: refused, not read as the default
 		return fmt.Errorf("--max-body-bytes must be >= 1, got %d", *maxBody)
+	}
+	if *maxParked < 1 || *maxParkedBytes < 1 {
+		return fmt.Errorf("--max-parked-states and --max-parked-bytes must be >= 1, got %d and %d", *maxParked, *maxParkedBytes)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -185,7 +195,8 @@ func run(ctx context.Context, args []string) error {
 	case "prefill":
 		p, err := disagg.NewPrefillServer(disagg.PrefillConfig{Model: m, Name: *name, Aliases: []string{dir}, BootstrapHost: *bootHost,
 			Transport:     &disagg.GRPCTransport{ChunkBytes: *chunk, FrameDelay: *frameDelay},
-			MaxConcurrent: *maxPrefills, Lease: *lease, ContextLength: *ctxLen, APIKey: *apiKey, Logger: log, MaxBodyBytes: *maxBody})
+			MaxConcurrent: *maxPrefills, Lease: *lease, ContextLength: *ctxLen, APIKey: *apiKey, Logger: log, MaxBodyBytes: *maxBody,
+			MaxParkedStates: *maxParked, MaxParkedBytes: *maxParkedBytes})
 		if err != nil {
 			return err
 		}
@@ -252,6 +263,12 @@ func checkRoleFlags(mode, host, bootHost string, set map[string]bool) error {
 	if set["bootstrap-host"] && mode != "prefill" {
 		return fmt.Errorf("--bootstrap-host only applies to prefill servers (--disaggregation-mode prefill): "+
 			"a decode server takes the prefill host from each request's bootstrap_host; it has no effect with --disaggregation-mode %s", mode)
+	}
+	for _, f := range []string{"max-parked-states", "max-parked-bytes"} {
+		if set[f] && mode != "prefill" {
+			return fmt.Errorf("--%s only applies to prefill servers (--disaggregation-mode prefill): "+
+				"it bounds the states a prefill server holds for decode servers; it has no effect with --disaggregation-mode %s", f, mode)
+		}
 	}
 	if mode == "prefill" && set["bootstrap-host"] && isWildcard(bootHost) {
 		return fmt.Errorf("--bootstrap-host %q is a wildcard address: give one that decode servers can dial (this machine's IP address or host name)", bootHost)

@@ -207,6 +207,10 @@ func TestRoleFlags(t *testing.T) {
 		{[]string{"--disaggregation-mode", "decode", "--context-length", "-1"}, "--context-length must be >= 0"},
 		{[]string{"--port", "0", "--max-body-bytes", "0"}, "--max-body-bytes must be >= 1, got 0"},
 		{[]string{"--disaggregation-mode", "prefill", "--max-body-bytes", "-5"}, "--max-body-bytes must be >= 1, got -5"},
+		{[]string{"--disaggregation-mode", "prefill", "--max-parked-states", "0"}, "--max-parked-states and --max-parked-bytes must be >= 1, got 0 and"},
+		{[]string{"--disaggregation-mode", "prefill", "--max-parked-bytes", "-1"}, "must be >= 1, got 256 and -1"},
+		{[]string{"--disaggregation-mode", "decode", "--max-parked-states", "4"}, "--max-parked-states only applies to prefill servers"},
+		{[]string{"--disaggregation-mode", "null", "--max-parked-bytes", "4096"}, "--max-parked-bytes only applies to prefill servers"},
 	} {
 		err := run(context.Background(), tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

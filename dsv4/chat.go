@@ -53,8 +53,10 @@ type chatCodec struct {
 	// tools to declare (nil: none).
 	render func(req *ChatRequest, thinking bool, tools []Tool) (string, error)
 	// newParser returns a parser for one output; parseTools false means no
-	// tool-call parsing (tool_choice none).
-	newParser func(thinking, parseTools bool, tools []Tool) outputParser
+	// tool-call parsing (tool_choice none); streamCalls asks for tool calls
+	// as they are parsed rather than when their block closes
+	// (parse.Options.StreamCalls).
+	newParser func(thinking, parseTools, streamCalls bool, tools []Tool) outputParser
 	// thinkEnd is the id of </think> (-1: none): it ends reasoning.
 	thinkEnd int32
 	// toolPrefix returns the text that opens a call of name (or, for "",
@@ -326,6 +328,11 @@ type chatRun struct {
 	// {"name", "parameters"} objects (enforced by toolConstraint); each
 	// element is turned into one tool call.
 	toolArray bool
+	// streamCalls: parsed tool calls are sent as they are parsed (header,
+	// then argument fragments), as vLLM streams them; set for a streamed
+	// request (ChatRequest.Stream), not for Chat, whose answer keeps the
+	// block-at-once parse.
+	streamCalls bool
 }
 
 // constrainedTools reports whether tool_choice constrains the output to
@@ -619,7 +626,10 @@ func (run *chatRun) forcer() func(int32) []int32 {
 // cancellation stops it, frees its state and returns ctx.Err(), never a
 // partial response.
 func (e *Engine) Chat(ctx context.Context, req *ChatRequest) (*ChatResponse, error) {
-	stream, err := e.ChatStream(ctx, req)
+	if e != nil && ctx == nil {
+		return nil, errNilContext
+	}
+	stream, err := e.chatStream(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -724,7 +734,15 @@ func (a *ChatAccumulator) Response() *ChatResponse {
 // "assistant"; reasoning_content, content and tool-call fragments follow;
 // each choice's last chunk carries its finish_reason ("stop", "length",
 // "tool_calls"); a final chunk with Index -1 carries the Usage. With n > 1
-// choices interleave. Errors before generation are returned at once; an
+// choices interleave. When req.Stream is set, a tool call parsed from the
+// model's tool-call block comes as vLLM streams it: a delta with its
+// index, id, type and name (and any argument text of the same token), then
+// deltas of index and argument fragments as they are parsed, concatenating
+// to its arguments (parse.Options.StreamCalls; a block cut by max_tokens or
+// malformed after a call was sent is then not taken back: the call stays
+// and the block's text also comes as content, where Chat answers content
+// only). Without req.Stream (and in Chat) calls come when their block
+// closes, so the accumulated stream always equals Chat's answer. Errors before generation are returned at once; an
 // error during generation is the iterator's last element: a stream cut short
 // (ctx ended: ctx.Err(); the engine closed) ends with it, never with the
 // Usage chunk, so the Usage chunk means every choice finished. Breaking out of
@@ -741,11 +759,18 @@ func (e *Engine) ChatStream(ctx context.Context, req *ChatRequest) (iter.Seq2[*C
 	if e != nil && ctx == nil {
 		return nil, errNilContext
 	}
+	return e.chatStream(ctx, req, req != nil && req.Stream)
+}
+
+// chatStream is ChatStream; streamCalls sends parsed tool calls as they
+// are parsed (chatRun.streamCalls).
+func (e *Engine) chatStream(ctx context.Context, req *ChatRequest, streamCalls bool) (iter.Seq2[*ChatChunk, error], error) {
 	run, err := e.prepareChat(req)
 	if err != nil {
 		return nil, err
 	}
 	run.prompts = [][]int32{run.prompt}
+	run.streamCalls = streamCalls
 	return run.stream(ctx)
 }
 
@@ -899,7 +924,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 		if !send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Delta: ChatDelta{Role: "assistant"}}}) {
 			return cnt
 		}
-		parser = c.newParser(run.reasoning, run.parseTools, run.tools)
+		parser = c.newParser(run.reasoning, run.parseTools, run.streamCalls, run.tools)
 		switch {
 		case run.named != "":
 			parser = &namedParser{p: parser, name: run.named}

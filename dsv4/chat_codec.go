@@ -220,8 +220,8 @@ func newTokenizerCodec(o *EngineOptions) (*chatCodec, error) {
 		}
 		return text, nil
 	}
-	c.newParser = func(thinking, parseTools bool, tools []Tool) outputParser {
-		opts := parse.Options{Reasoning: rp, Thinking: thinking}
+	c.newParser = func(thinking, parseTools, streamCalls bool, tools []Tool) outputParser {
+		opts := parse.Options{Reasoning: rp, Thinking: thinking, StreamCalls: streamCalls}
 		if parseTools && tp != "" {
 			opts.Tools = tp
 			for _, t := range tools {

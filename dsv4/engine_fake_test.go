@@ -307,7 +307,7 @@ func newFakeCodec() *chatCodec {
 	return &chatCodec{
 		tok:    fakeTok{},
 		render: fakeRender,
-		newParser: func(thinking, tools bool, _ []Tool) outputParser {
+		newParser: func(thinking, tools, _ bool, _ []Tool) outputParser {
 			return &fakeParser{thinking: thinking, tools: tools, inReason: thinking}
 		},
 		thinkEnd:   fakeThinkEnd,

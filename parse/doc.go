@@ -40,6 +40,10 @@
 // merged stream equals [Parse] for truncated or malformed output too
 // (BREAKER F28). Peers differ here: vLLM streams string values as they
 // arrive; SGLang's V3.2 detector emits a DSML call when its invoke closes.
+// Options.StreamCalls selects vLLM's way: the header when the invoke's name
+// is read, then argument fragments as they are parsed; the merged stream
+// then equals [Parse] for well-formed output only (a call already emitted
+// is never retracted).
 //
 // Incomplete or malformed DSML is never a tool call:
 //   - a tool-call block not closed at the end of the input is content, byte

@@ -349,6 +349,7 @@ func (s *Stream) Diagnostics() []Diagnostic { return append([]Diagnostic(nil), s
 // Message.Diagnostics. Parse(text) equals Merge of the deltas of a Stream
 // fed the same text in any chunks, diagnostics aside.
 func Parse(text string, opts Options) (Message, error) {
+	opts.StreamCalls = false
 	s, err := NewStream(opts)
 	if err != nil {
 		return Message{}, err
@@ -597,7 +598,7 @@ func (s *Stream) emitContent(t string) {
 }
 
 func (s *Stream) emitHeader(name string) int {
-	if s.deferring {
+	if s.deferring && !s.opts.StreamCalls {
 		idx := len(s.calls) + s.defCalls
 		s.defCalls++
 		s.ops = append(s.ops, deferredOp{kind: opHeader, idx: idx, text: name})
@@ -616,7 +617,7 @@ func (s *Stream) emitArgs(idx int, t string) {
 	if t == "" {
 		return
 	}
-	if s.deferring {
+	if s.deferring && !s.opts.StreamCalls {
 		s.ops = append(s.ops, deferredOp{kind: runArgs, idx: idx, text: t})
 		return
 	}

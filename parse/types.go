@@ -138,6 +138,19 @@ type Options struct {
 	// MaxBytes caps the input; past it the text is content and an
 	// ErrTooLarge diagnostic is recorded. 0 means DefaultMaxBytes.
 	MaxBytes int
+	// StreamCalls emits each tool call as it is parsed, as vLLM's
+	// streaming DeepSeek parsers do: its header delta (index, id, name)
+	// when its invoke's name is read, then argument fragments (a string
+	// value as its text arrives, other values when complete), instead of
+	// holding the whole tool-call block until it closes. For well-formed
+	// output the merged stream still equals Parse. What was emitted is
+	// never taken back: when a block turns out not to be tool calls after
+	// a call was emitted (cut by the end of the input, or an invoke found
+	// malformed after its header), the call stays with the arguments
+	// emitted so far (not always a complete JSON object) and the text
+	// that Parse makes content is content as well, so the merged stream
+	// differs from Parse there. Parse itself never streams calls.
+	StreamCalls bool
 }
 
 // Message is the parsed assistant message.

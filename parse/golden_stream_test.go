@@ -142,3 +142,26 @@ func TestStreamCallsChunkingProperty(t *testing.T) {
 		t.Fatalf("%d well-formed outputs", clean)
 	}
 }
+
+// TestStreamCallsCutBlock pins StreamCalls' documented divergence: a block
+// cut inside an invoke (max_tokens) after the call's header was emitted
+// keeps the call in the stream, and the block's text is content as well;
+// Parse (and a held stream) has that text as content and no call.
+func TestStreamCallsCutBlock(t *testing.T) {
+	in := "Sure.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Par"
+	opts := Options{Reasoning: "deepseek-v4", Tools: "deepseek-v4", NewID: seqIDs}
+	whole, err := Parse(in, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.ToolCalls) != 0 || whole.Content != in {
+		t.Fatalf("Parse: %+v", whole)
+	}
+	opts.StreamCalls = true
+	merged, _, deltas := streamResult(t, opts, []string{in})
+	checkDeltaShape(t, deltas)
+	if len(merged.ToolCalls) != 1 || merged.ToolCalls[0].Function.Name != "get_weather" ||
+		merged.ToolCalls[0].Function.Arguments != `{"city": "Par` || merged.Content != in {
+		t.Fatalf("StreamCalls: %+v", merged)
+	}
+}

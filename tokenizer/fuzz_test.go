@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -35,7 +36,16 @@ func checkScanners(t *testing.T, s string) {
 			t.Fatal(err)
 		}
 		got := sc.appendMatches(s, nil)
-		want := re.appendMatches(s, nil)
+		// regexp2's MatchTimeout is wall-clock time: on a starved machine (a CI box
+		// at load 11, 2026-12-01) it fired on a 24-rune text and cut the oracle's
+		// matches short. The oracle's answer counts only when it did not time out.
+		want, err := re.appendMatchesErr(s, nil)
+		for try := 0; errors.Is(err, ErrRegexTimeout) && try < 3; try++ {
+			want, err = re.appendMatchesErr(s, nil)
+		}
+		if err != nil {
+			t.Fatalf("pattern %q on %q: regexp2: %v", p, s, err)
+		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("pattern %q on %q:\n scanner %v\n regexp2 %v", p, s, got, want)
 		}

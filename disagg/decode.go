@@ -3,7 +3,6 @@ package disagg
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 	"github.com/dsv4go/dsv4go/internal/tokenizeapi"
 	"github.com/dsv4go/dsv4go/internal/vllmmetrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -240,11 +240,12 @@ func (d *DecodeServer) Handler() http.Handler {
 	mux.Handle("/tokenize", openaierr.BearerAuth(d.cfg.APIKey, tok.TokenizeHandler()))
 	mux.Handle("/detokenize", openaierr.BearerAuth(d.cfg.APIKey, tok.DetokenizeHandler()))
 	mux.HandleFunc("/", notFound)
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/health", healthOK)
+	mux.HandleFunc("/ping", healthOK) // vLLM: /ping is /health (SageMaker)
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
 		st := d.eng.Stats()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"role": "decode", "identity": d.id,
+		_ = openaiwire.WriteJSON(w, map[string]any{"role": "decode", "identity": d.id,
 			"live_sequences": st.LiveSequences, "pending_handoffs": d.back.nPend.Load()})
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))

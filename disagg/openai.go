@@ -252,7 +252,7 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 		}
 		resp := acc.Response()
 		w.Header().Set("Content-Type", "application/json")
-		return json.NewEncoder(w).Encode(openaiwire.ChatResponse{ID: id, Object: "chat.completion", Created: created,
+		return openaiwire.WriteJSON(w, openaiwire.ChatResponse{ID: id, Object: "chat.completion", Created: created,
 			Model: model, Choices: resp.Choices, Usage: resp.Usage, PromptLogprobs: resp.PromptLogprobs})
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
@@ -262,7 +262,7 @@ func writeChat(w http.ResponseWriter, r *http.Request, req *dsv4.ChatRequest, mo
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	write := func(v any) error {
-		b, err := json.Marshal(v)
+		b, err := openaiwire.Marshal(v)
 		if err != nil {
 			return err
 		}
@@ -342,7 +342,7 @@ func serveModels(name string, created int64, maxLen int) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(modelList([]string{name}, created, maxLen))
+		_ = openaiwire.WriteJSON(w, modelList([]string{name}, created, maxLen))
 	}
 }
 
@@ -358,10 +358,15 @@ func serveModel(name string, aliases []string, created int64, maxLen int) http.H
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(modelObject(name, created, maxLen))
+		_ = openaiwire.WriteJSON(w, modelObject(name, created, maxLen))
 	}
 }
 
 // notFound answers unknown paths with an OpenAI error object (404
 // not_found_error, as examples/server and OpenAI answer).
 func notFound(w http.ResponseWriter, r *http.Request) { openaierr.NoRoute(r).Write(w) }
+
+// healthOK answers GET /health and /ping (vLLM's api_server.py serves
+// /ping, SageMaker's health check, with its /health handler; GET or POST):
+// 200 with an empty body.
+func healthOK(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }

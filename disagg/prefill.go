@@ -269,10 +269,11 @@ func (p *PrefillServer) Handler() http.Handler {
 	mux.Handle("/v1/models", openaierr.BearerAuth(p.cfg.APIKey, serveModels(p.cfg.Name, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength))))
 	mux.Handle("/v1/models/{id...}", openaierr.BearerAuth(p.cfg.APIKey, serveModel(p.cfg.Name, p.cfg.Aliases, p.created, contextLength(p.cfg.Model, p.cfg.ContextLength))))
 	mux.HandleFunc("/", notFound)
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/health", healthOK)
+	mux.HandleFunc("/ping", healthOK) // vLLM: /ping is /health (SageMaker)
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"role": "prefill", "identity": p.id,
+		_ = openaiwire.WriteJSON(w, map[string]any{"role": "prefill", "identity": p.id,
 			"bootstrap_port": p.port.Load(), "live_rooms": p.rooms.Live()})
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
@@ -371,7 +372,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 	if !concurrent {
 		resp["kv_transfer_params"] = bs
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
+		_ = openaiwire.WriteJSON(w, resp)
 		return
 	}
 	// Concurrent mode: answer once the decode side has the state. If the
@@ -387,7 +388,7 @@ func (p *PrefillServer) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	resp["disaggregation"] = map[string]any{"room": bs.Room, "state": "success", "bytes": nBytes}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(resp)
+	_ = openaiwire.WriteJSON(w, resp)
 }
 
 // abortIfWaiting fails a room that is not being transferred (a transfer in
@@ -424,7 +425,7 @@ func (p *PrefillServer) abortRequest(w http.ResponseWriter, r *http.Request) {
 	}
 	aborted := p.abortIfWaiting(room, "released by the router: the decode side will not fetch it")
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"bootstrap_room": room, "aborted": aborted})
+	_ = openaiwire.WriteJSON(w, map[string]any{"bootstrap_room": room, "aborted": aborted})
 }
 
 func (p *PrefillServer) prefill(ctx context.Context, room uint64, prompt []int32, samp json.RawMessage) (*Handoff, error) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
 // Worker is one engine server behind the Router: its URL, role, health,
@@ -589,13 +590,15 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("/detokenize", auth(rt.serveGenerate))
 	mux.HandleFunc("/version", rt.version)
 	mux.Handle("/v1/models/{id...}", auth(rt.model))
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+	health := func(w http.ResponseWriter, r *http.Request) {
 		if rt.anyAvailable() {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
 		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "no_workers", "no healthy workers")
-	})
+	}
+	mux.HandleFunc("/health", health)
+	mux.HandleFunc("/ping", health) // vLLM: /ping is /health (SageMaker)
 	mux.Handle("/v1/models", auth(rt.models))
 	mux.Handle("/workers", auth(func(w http.ResponseWriter, r *http.Request) {
 		// healthy is whether the router sends the worker requests now: the
@@ -634,7 +637,7 @@ func (rt *Router) Handler() http.Handler {
 			wk.mu.Unlock()
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
+		_ = openaiwire.WriteJSON(w, out)
 	}))
 	mux.Handle("/metrics", promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", notFound)
@@ -714,7 +717,7 @@ func (rt *Router) models(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(modelList(rt.modelNames(), rt.started, 0))
+	_ = openaiwire.WriteJSON(w, modelList(rt.modelNames(), rt.started, 0))
 }
 
 // model answers GET /v1/models/{id}: a worker's answer (the model object,
@@ -744,7 +747,7 @@ func (rt *Router) model(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(modelObject(id, rt.started, 0))
+	_ = openaiwire.WriteJSON(w, modelObject(id, rt.started, 0))
 }
 
 // version answers GET /version (regular mode) from the first healthy
@@ -1398,7 +1401,7 @@ func relay(w http.ResponseWriter, resp *http.Response) (sent bool, err error) {
 				} else if strings.HasSuffix(t, "\n") {
 					end = "\n"
 				}
-				b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "the worker's stream broke: " + err.Error(),
+				b, _ := openaiwire.Marshal(map[string]any{"error": map[string]any{"message": "the worker's stream broke: " + err.Error(),
 					"type": "internal_error", "param": nil, "code": "upstream_failed"}})
 				_, _ = io.WriteString(w, end+"data: "+string(b)+"\n\ndata: [DONE]\n\n")
 				_ = rc.Flush()
@@ -1458,8 +1461,8 @@ func mergeUsage(dec, pre []byte) []byte {
 		return dec
 	}
 	u["prompt_tokens_details"] = p.Usage.Details
-	d["usage"], _ = json.Marshal(u)
-	out, err := json.Marshal(d)
+	d["usage"], _ = openaiwire.Marshal(u)
+	out, err := openaiwire.Marshal(d)
 	if err != nil {
 		return dec
 	}

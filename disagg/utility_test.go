@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dsv4go/dsv4go/dsv4"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
 // utilityWorker is a regular worker that records each request's method,
@@ -289,7 +290,7 @@ func TestPDTokenizeAuth(t *testing.T) {
 // jsonText is s as a JSON string, escaped as the servers' json.Encoder
 // writes it.
 func jsonText(s string) string {
-	b, _ := json.Marshal(s)
+	b, _ := openaiwire.Marshal(s) // '<', '>', '&' as themselves, as vLLM writes them
 	return string(b)
 }
 

@@ -936,9 +936,9 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	stops := newStopMatcher(run.p.Stop, run.p.IncludeStopStrInOutput)
 	callIDs := map[int]string{}
 	sawCalls := false
-	// deliver feeds text to the parser and sends the resulting deltas.
-	deliver := func(deltas []ChatDelta, lp *ChatLogprobs, finish string, matched any) bool {
-		ch := &chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Logprobs: lp, FinishReason: finish, MatchedStop: matched}}
+	// build makes the chunk of one step's parser deltas and logprobs.
+	build := func(deltas []ChatDelta, lp *ChatLogprobs) *chatChunkOrErr {
+		ch := &chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, Logprobs: lp}}
 		d := &ch.Delta
 		for _, x := range deltas {
 			d.Content += x.Content
@@ -967,13 +967,18 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 				d.ToolCalls = append(d.ToolCalls, tc)
 			}
 		}
-		if d.Empty() && lp == nil && finish == "" {
+		return ch
+	}
+	// deliver sends a step's chunk, unless it carries nothing.
+	deliver := func(deltas []ChatDelta, lp *ChatLogprobs) bool {
+		ch := build(deltas, lp)
+		if ch.Delta.Empty() && lp == nil {
 			return true
 		}
 		return send(ch)
 	}
 	if run.prefix != "" {
-		if !deliver(parser.Feed(run.prefix), nil, "", nil) {
+		if !deliver(parser.Feed(run.prefix), nil) {
 			return cnt
 		}
 	}
@@ -983,7 +988,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	if run.echo != nil {
 		echo = run.echo[idx/run.n]
 		if run.p.PromptLogprobs == nil {
-			if !deliver([]ChatDelta{{Content: echo}}, nil, "", nil) {
+			if !deliver([]ChatDelta{{Content: echo}}, nil) {
 				return cnt
 			}
 			echo = ""
@@ -991,6 +996,12 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 	}
 	inReasoning := run.reasoning
 	finish := ""
+	// The last step's deltas and logprobs go in the chunk with
+	// finish_reason, as vLLM streams each engine step as one chunk
+	// (serving_chat.py, serving_completion.py): a choice ending on EOS has
+	// that token's logprobs, and no text, in its finishing chunk.
+	var lastDeltas []ChatDelta
+	var lastLP *ChatLogprobs
 	var matched, stopReason any
 	for tok, err := range run.e.tokens(r) {
 		if err != nil {
@@ -1069,26 +1080,25 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			if hit == "" {
 				emit += stops.flush()
 			}
-			deltas := parser.Feed(emit)
-			deltas = append(deltas, parser.Finish()...)
-			if !deliver(deltas, lp, "", nil) {
-				return cnt
-			}
+			lastDeltas = append(parser.Feed(emit), parser.Finish()...)
+			lastLP = lp
 			break
 		}
-		if !deliver(parser.Feed(emit), lp, "", nil) {
+		if !deliver(parser.Feed(emit), lp) {
 			return cnt
 		}
 	}
 	if finish == "" { // the iterator ended without a finish: cancelled
 		return cnt
 	}
+	ch := build(lastDeltas, lastLP)
 	if finish == "stop" && sawCalls && run.named == "" {
 		// vLLM: "tool_calls" for auto and required (its array of calls),
 		// "stop" for a named tool_choice.
 		finish = "tool_calls"
 	}
-	cnt.finished = send(&chatChunkOrErr{ChatChunk: ChatChunk{Index: idx, FinishReason: finish, MatchedStop: matched, StopReason: stopReason}})
+	ch.FinishReason, ch.MatchedStop, ch.StopReason = finish, matched, stopReason
+	cnt.finished = send(ch)
 	return cnt
 }
 

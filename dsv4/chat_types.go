@@ -495,7 +495,10 @@ type CompletionTokensDetail struct {
 
 // ChatChunk is one streamed event of ChatStream: a delta of choice Index,
 // the choice's FinishReason on its last chunk, or (Usage != nil, Index -1)
-// the usage after every choice finished.
+// the usage after every choice finished. As in vLLM's streams (each engine
+// step one chunk), the last chunk of a choice also carries its last
+// token's delta and Logprobs: for a choice ending on EOS, that token's
+// logprobs with no text.
 type ChatChunk struct {
 	Index        int
 	Delta        ChatDelta

@@ -190,3 +190,33 @@ func TestPDTokenizeParity(t *testing.T) {
 		}
 	}
 }
+
+// TestPDPingAndLiteralJSON: GET and POST /ping answer 200 with an empty
+// body (vLLM: /ping is /health) on this server, the disagg decode server
+// and the router; and their JSON writes '<', '>' and '&' as themselves
+// (vLLM's pydantic JSON), not \u003c..., the same bytes on all three: a
+// /detokenize of V4's role tokens, a model_not_found error naming "<x>&",
+// and a streamed and a whole chat answer (text and logprob tokens).
+func TestPDPingAndLiteralJSON(t *testing.T) {
+	plainURL, dsURL, rsURL := startPDParity(t)
+	urls := map[string]string{"server": plainURL, "decode": dsURL, "router": rsURL}
+	for name, u := range urls {
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			resp, b := roundTrip(t, m, u+"/ping", "")
+			if resp.StatusCode != http.StatusOK || len(b) != 0 {
+				t.Errorf("%s: %s /ping: %d %q", name, m, resp.StatusCode, b)
+			}
+		}
+		for _, c := range [][2]string{
+			{"/detokenize", `{"tokens":[128803,128804]}`},
+			{"/v1/chat/completions", `{"model":"<x>&","messages":[{"role":"user","content":"hi"}]}`},
+			{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Say <b>&"}],"max_tokens":8,"temperature":0,"logprobs":true,"top_logprobs":2}`},
+			{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Say <b>&"}],"max_tokens":8,"temperature":0,"logprobs":true,"stream":true}`},
+		} {
+			_, b := post(t, u, c[0], c[1])
+			if strings.Contains(string(b), `\u003c`) || strings.Contains(string(b), `\u003e`) || strings.Contains(string(b), `\u0026`) {
+				t.Errorf("%s: %s %s: HTML escapes in %s", name, c[0], c[1], b)
+			}
+		}
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,6 +98,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/detokenize", s.auth(s.post(s.detokenize)))
 	mux.HandleFunc("/version", s.version)
 	mux.HandleFunc("/health", s.health)
+	mux.HandleFunc("/ping", s.health) // vLLM (api_server.py): SageMaker's health check, GET or POST, answered as /health
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		openaierr.NoRoute(r).Write(w)
@@ -236,7 +236,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 		resp := acc.Response()
 		obs.done(resp.Usage, resp.Choices)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(openaiwire.ChatResponse{
+		_ = openaiwire.WriteJSON(w, openaiwire.ChatResponse{
 			ID: id, Object: "chat.completion", Created: created, Model: s.modelName,
 			Choices: resp.Choices, Usage: *s.usage(&resp.Usage), PromptLogprobs: resp.PromptLogprobs,
 		})
@@ -287,7 +287,7 @@ func (s *Server) sse(w http.ResponseWriter, r *http.Request, stream iter.Seq2[*d
 	var buf []byte
 	write := func(v any) bool {
 		buf = append(buf[:0], "data: "...)
-		b, err := json.Marshal(v)
+		b, err := openaiwire.Marshal(v)
 		if err != nil {
 			return false
 		}
@@ -454,7 +454,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		}
 		obs.doneReasons(usage, finishes)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(completionJSON{ID: id, Object: "text_completion", Created: created,
+		_ = openaiwire.WriteJSON(w, completionJSON{ID: id, Object: "text_completion", Created: created,
 			Model: s.modelName, Choices: choices, Usage: s.usage(&usage)})
 		return
 	}
@@ -489,7 +489,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	_ = openaiwire.WriteJSON(w, map[string]any{
 		"object": "list",
 		"data":   []map[string]any{s.modelObject()},
 	})

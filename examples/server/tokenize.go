@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"runtime/debug"
 	"sync"
 
 	"github.com/dsv4go/dsv4go/internal/openaierr"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 	"github.com/dsv4go/dsv4go/internal/tokenizeapi"
 )
 
@@ -62,7 +62,7 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(s.modelObject())
+	_ = openaiwire.WriteJSON(w, s.modelObject())
 }
 
 // getOnly answers a method other than GET with 405 (false).
@@ -90,5 +90,5 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"version": serverVersion()})
+	_ = openaiwire.WriteJSON(w, map[string]string{"version": serverVersion()})
 }

@@ -46,7 +46,7 @@ func (e *Error) Write(w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(map[string]openaiwire.Error{"error": o})
+	_ = openaiwire.WriteJSON(w, map[string]openaiwire.Error{"error": o})
 }
 
 // Decode unmarshals the JSON request body into v (unknown fields are

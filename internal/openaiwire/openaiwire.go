@@ -4,9 +4,11 @@
 package openaiwire
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 
 	"github.com/dsv4go/dsv4go/dsv4"
 )
@@ -62,4 +64,73 @@ func NewID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// Marshal is json.Marshal without Go's HTML escaping: '<', '>' and '&' in
+// strings are written as themselves, as vLLM's responses (pydantic's
+// model_dump_json, Python's json) write them, not as \u003c, \u003e and
+// \u0026. It also undoes the escaping that json.Marshal calls inside
+// MarshalJSON methods (dsv4.ChatDelta, dsv4.TopLogprobsObject...) leave,
+// which json.Encoder.SetEscapeHTML(false) keeps. The output is the same
+// JSON value; errors are json.Marshal's.
+func Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return UnescapeHTML(b), nil
+}
+
+// WriteJSON writes v as Marshal encodes it, followed by a newline (as
+// json.Encoder.Encode), to w.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// UnescapeHTML turns the \u003c, \u003e and \u0026 escapes of b, JSON text
+// as encoding/json writes it, back into '<', '>' and '&'. An escaped
+// backslash followed by "u003c" (the text \u003c in a string) is kept.
+// b is changed in place and returned (unchanged when it has none).
+func UnescapeHTML(b []byte) []byte {
+	i := bytes.Index(b, []byte(`\u00`))
+	if i < 0 {
+		return b
+	}
+	// Every backslash in encoding/json's output starts a two-character
+	// escape (\\, \", \n, \uXXXX), so pairs are walked from the first
+	// backslash before i.
+	i = bytes.IndexByte(b, '\\')
+	out := b[:i]
+	for i < len(b) {
+		c := b[i]
+		if c != '\\' || i+1 >= len(b) {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) && string(b[i+2:i+4]) == "00" {
+			switch string(b[i+4 : i+6]) {
+			case "3c":
+				out = append(out, '<')
+				i += 6
+				continue
+			case "3e":
+				out = append(out, '>')
+				i += 6
+				continue
+			case "26":
+				out = append(out, '&')
+				i += 6
+				continue
+			}
+		}
+		out = append(out, c, b[i+1])
+		i += 2
+	}
+	return out
 }

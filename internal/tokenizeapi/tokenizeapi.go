@@ -6,7 +6,6 @@
 package tokenizeapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/dsv4go/dsv4go/dsv4"
 	"github.com/dsv4go/dsv4go/internal/openaierr"
+	"github.com/dsv4go/dsv4go/internal/openaiwire"
 )
 
 // Engine is what the endpoints need of a dsv4.Engine (which satisfies it).
@@ -182,7 +182,7 @@ func (a *API) ServeTokenize(w http.ResponseWriter, body []byte) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(TokenizeResponse{Count: len(ids), MaxModelLen: a.MaxModelLen, Tokens: ids, TokenStrs: strs})
+	_ = openaiwire.WriteJSON(w, TokenizeResponse{Count: len(ids), MaxModelLen: a.MaxModelLen, Tokens: ids, TokenStrs: strs})
 }
 
 // ServeDetokenize answers a POST /detokenize whose body has been read:
@@ -207,7 +207,7 @@ func (a *API) ServeDetokenize(w http.ResponseWriter, body []byte) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(DetokenizeResponse{Prompt: text})
+	_ = openaiwire.WriteJSON(w, DetokenizeResponse{Prompt: text})
 }
 
 // TokenizeHandler is POST /tokenize with the body read by ReadBody.

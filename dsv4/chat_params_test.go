@@ -621,6 +621,8 @@ func TestVLLMRequestShapeChecks(t *testing.T) {
 		{"stream_options without stream", `,"stream_options":{"include_usage":true}`, "stream_options"},
 		{"stream_options with stream false", `,"stream":false,"stream_options":{"include_usage":true}`, "stream_options"},
 		{"stream_options null", `,"stream_options":null`, ""},
+		{"stream_options empty without stream", `,"stream_options":{}`, ""},
+		{"stream_options false member without stream", `,"stream_options":{"include_usage":false}`, "stream_options"},
 		{"stream_options with stream", `,"stream":true,"stream_options":{"include_usage":true}`, ""},
 		{"tools empty", `,"tools":[]`, "tools"},
 		{"tools empty, tool_choice none", `,"tools":[],"tool_choice":"none"`, "tools"},
@@ -644,6 +646,7 @@ func TestVLLMRequestShapeChecks(t *testing.T) {
 	}{
 		{"stream_options without stream", `,"stream_options":{"include_usage":true}`, "stream_options"},
 		{"stream_options null", `,"stream_options":null`, ""},
+		{"stream_options empty without stream", `,"stream_options":{}`, ""},
 		{"stream_options with stream", `,"stream":true,"stream_options":{"include_usage":true}`, ""},
 	} {
 		t.Run("completions/"+tc.name, func(t *testing.T) {

@@ -187,10 +187,12 @@ func checkPromptLogprobsStream(k *int, stream bool) error {
 // checkStreamOptions refuses stream_options in a request that does not
 // stream (stream absent or false), as vLLM's validate_stream_options and
 // OpenAI's API do ("Stream options can only be defined when
-// `stream=True`"). vLLM tests the field's truthiness, so it lets an empty
-// object ({}) through; every non-null object is refused here.
+// `stream=True`"). vLLM tests the field's truthiness, so null and an empty
+// object ({}) pass and an object with any member (even
+// {"include_usage": false}) is refused; so here (a StreamOptions made in
+// Go, not decoded from {}, counts as having members).
 func checkStreamOptions(o *StreamOptions, stream bool) error {
-	if o != nil && !stream {
+	if o != nil && !o.empty && !stream {
 		return paramErr("stream_options", "only allowed when stream is true")
 	}
 	return nil
@@ -202,6 +204,22 @@ type StreamOptions struct {
 	// ContinuousUsageStats (vLLM's extension; with IncludeUsage) adds the
 	// choice's usage so far to every chunk (ChatChunk.RunningUsage).
 	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
+	// empty: decoded from a JSON object without members ({}), which
+	// vLLM's validate_stream_options lets through without stream.
+	empty bool
+}
+
+// UnmarshalJSON decodes stream_options as encoding/json does, noting an
+// object without members ({}). Errors are encoding/json's.
+func (o *StreamOptions) UnmarshalJSON(b []byte) error {
+	type plain StreamOptions
+	p := plain(*o)
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*o = StreamOptions(p)
+	o.empty = bytes.Equal(bytes.Trim(b, " \t\r\n{"), []byte("}")) // {} with any spacing
+	return nil
 }
 
 // Continuous reports whether every chunk carries usage: include_usage and

@@ -85,3 +85,24 @@ func TestFinishChunkUsageOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamOptionsEmptyObject: stream_options {} on a non-streamed
+// request is served (vLLM's validate_stream_options tests truthiness), one
+// with a member is a 400 naming stream_options; chat and completions.
+func TestStreamOptionsEmptyObject(t *testing.T) {
+	ts := startServer(t, ServerConfig{}, dsv4.EngineOptions{}, 0)
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream_options":{}}`, 200},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream_options":{"include_usage":false}}`, 400},
+		{"/v1/completions", `{"prompt":"hi","max_tokens":2,"stream":false,"stream_options":{ }}`, 200},
+		{"/v1/completions", `{"prompt":"hi","max_tokens":2,"stream_options":{"include_usage":true}}`, 400},
+	} {
+		status, b := post(t, ts.URL, tc.path, tc.body)
+		if status != tc.status || status == 400 && !strings.Contains(string(b), `"param":"stream_options"`) {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, status, b)
+		}
+	}
+}

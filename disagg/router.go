@@ -730,12 +730,7 @@ func (rt *Router) model(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if rt.relayGet(w, r, "/v1/models/"+url.PathEscape(id), func(status int, b []byte) bool {
 		if status == http.StatusNotFound {
-			var e struct {
-				Error struct {
-					Code string `json:"code"`
-				} `json:"error"`
-			}
-			return json.Unmarshal(b, &e) == nil && e.Error.Code == "model_not_found"
+			return errorCode(b) == "model_not_found"
 		}
 		return status == http.StatusOK && jsonField(b, "object", "model")
 	}) {
@@ -1401,8 +1396,8 @@ func relay(w http.ResponseWriter, resp *http.Response) (sent bool, err error) {
 				} else if strings.HasSuffix(t, "\n") {
 					end = "\n"
 				}
-				b, _ := openaiwire.Marshal(map[string]any{"error": map[string]any{"message": "the worker's stream broke: " + err.Error(),
-					"type": "internal_error", "param": nil, "code": "upstream_failed"}})
+				b, _ := openaiwire.Marshal(map[string]openaiwire.Error{"error": {Message: "the worker's stream broke: " + err.Error(),
+					Type: "internal_error", Code: "upstream_failed"}})
 				_, _ = io.WriteString(w, end+"data: "+string(b)+"\n\ndata: [DONE]\n\n")
 				_ = rc.Flush()
 			}

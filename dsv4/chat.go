@@ -600,6 +600,17 @@ func (r *ChatRequest) constraint(cc *constraintCache) (*OutputConstraint, error)
 	return requestConstraint(cc, r.ResponseFormat, &r.RequestSampling)
 }
 
+// tokenStop returns matched_stop and stop_reason of a step that stop token
+// id ended: matched_stop is the id; stop_reason is the id for a
+// stop_token_ids hit (or any stop token under ignore_eos) and null for
+// EOS, as vLLM sets them.
+func (run *chatRun) tokenStop(id int32) (matched, stopReason any) {
+	if run.p.IgnoreEOS || !slices.Contains(run.e.b.EOS(), id) {
+		return id, id
+	}
+	return id, nil
+}
+
 // forcer returns the scheduler hook that forces the tool-call opening after
 // </think> in thinking mode.
 func (run *chatRun) forcer() func(int32) []int32 {
@@ -1025,10 +1036,8 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 			// text; the token gives finish_reason and usage only.
 			finish = tok.FinishReason
 			if tok.StopToken {
-				finish, matched = "stop", tok.ID
-				if run.p.IgnoreEOS || !slices.Contains(run.e.b.EOS(), tok.ID) {
-					stopReason = tok.ID
-				}
+				finish = "stop"
+				matched, stopReason = run.tokenStop(tok.ID)
 			}
 			if finish == "" {
 				finish = "length"
@@ -1055,10 +1064,7 @@ func (run *chatRun) choice(ctx context.Context, idx int, r *request, out chan<- 
 				text = dec.Add(tok.ID)
 			}
 			text += dec.Flush()
-			matched = tok.ID
-			if run.p.IgnoreEOS || !slices.Contains(run.e.b.EOS(), tok.ID) {
-				stopReason = tok.ID // vLLM: null for EOS, the id for a stop_token_ids hit
-			}
+			matched, stopReason = run.tokenStop(tok.ID)
 			finish = "stop"
 		} else {
 			text = dec.Add(tok.ID)

@@ -206,6 +206,11 @@ func (cc *constraintCache) entryBytes(e *conEntry) int64 {
 func (cc *constraintCache) totalBytes() int64 {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	return cc.totalBytesLocked()
+}
+
+// totalBytesLocked is totalBytes with cc.mu held.
+func (cc *constraintCache) totalBytesLocked() int64 {
 	var total int64
 	for el := cc.lru.Front(); el != nil; el = el.Next() {
 		total += cc.entryBytes(el.Value.(*conEntry))
@@ -219,9 +224,9 @@ func (cc *constraintCache) fill(s *EngineStats) {
 	if cc == nil {
 		return
 	}
-	s.ConstraintCacheBytes = cc.totalBytes()
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	s.ConstraintCacheBytes = cc.totalBytesLocked() // with the entries, one snapshot
 	s.ConstraintCacheEntries = cc.lru.Len()
 	s.ConstraintCacheBudget = cc.maxBytes
 	s.ConstraintCacheHits, s.ConstraintCacheMisses = cc.hits, cc.misses

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/dsv4go/dsv4go/parse"
 )
 
 // TestChatStreamCallsParallelAndStop drives ChatStream with StreamCalls
@@ -22,17 +20,7 @@ func TestChatStreamCallsParallelAndStop(t *testing.T) {
 	run := func(t *testing.T, extra string, stream bool) (*ChatResponse, []*ChatChunk) {
 		e := newFakeEngine(&fakeBackend{script: scriptText(text)}, EngineOptions{})
 		defer e.Close(context.Background())
-		e.chat.newParser = func(thinking, tools, streamCalls bool, _ []Tool) outputParser {
-			opts := parse.Options{Reasoning: "deepseek-v4", Thinking: thinking, StreamCalls: streamCalls}
-			if tools {
-				opts.Tools = "deepseek-v4"
-			}
-			s, err := parse.NewStream(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return parseStream{s}
-		}
+		e.chat.newParser = v4Parsers(t)
 		body := `{"messages":[{"role":"user","content":"q"}],"tools":[` +
 			`{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},` +
 			`{"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}],` +

@@ -54,17 +54,7 @@ func TestChatStreamGoldenToolCalls(t *testing.T) {
 		t.Run(fmt.Sprintf("row%d", i), func(t *testing.T) {
 			e := newFakeEngine(&fakeBackend{script: scriptText(r.Text)}, EngineOptions{})
 			defer e.Close(context.Background())
-			e.chat.newParser = func(thinking, tools, streamCalls bool, _ []Tool) outputParser {
-				opts := parse.Options{Reasoning: "deepseek-v4", Thinking: thinking, StreamCalls: streamCalls}
-				if tools {
-					opts.Tools = "deepseek-v4"
-				}
-				s, err := parse.NewStream(opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return parseStream{s}
-			}
+			e.chat.newParser = v4Parsers(t)
 			names := map[string]bool{}
 			var tools []string
 			for _, c := range r.ToolCalls {
@@ -155,5 +145,23 @@ func TestChatStreamGoldenToolCalls(t *testing.T) {
 	}
 	if n < 50 {
 		t.Fatalf("only %d golden rows with tool calls", n)
+	}
+}
+
+// v4Parsers is a fake engine's chatCodec.newParser for DeepSeek-V4 output:
+// the V4 reasoning and tool-call parsers (tool calls parsed when tools is
+// set, streamed as parsed when streamCalls is), as the real codec builds
+// them without a tools declaration.
+func v4Parsers(t *testing.T) func(thinking, tools, streamCalls bool, _ []Tool) outputParser {
+	return func(thinking, tools, streamCalls bool, _ []Tool) outputParser {
+		opts := parse.Options{Reasoning: "deepseek-v4", Thinking: thinking, StreamCalls: streamCalls}
+		if tools {
+			opts.Tools = "deepseek-v4"
+		}
+		s, err := parse.NewStream(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseStream{s}
 	}
 }
